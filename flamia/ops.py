@@ -1,7 +1,160 @@
-"""Triton-backed attention ops (torch.library custom ops); filled in by the kernel work."""
+"""Triton attention as ``torch.library`` custom ops, with autograd and fake (meta) kernels.
 
-TRITON_RECIPES: tuple[str, ...] = ()
+    flamia::attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, recipe) -> (o, lse2)
+    flamia::attention_bwd(do, q, k, v, o, lse2, seg_start, seg_end, order_dkdv, order_dq,
+                          softmax_scale, recipe) -> (dq, dk, dv)
+
+The batch plan (per-token segment start/end and the tiles' launch orders) is derived from
+cu_seqlens on the device, without a host sync, once per batch: a model passes the same
+cu_seqlens tensor to every layer, so the plan is cached per tensor object and version.
+
+Launch order: tiles sorted by their work (number of partner tiles), longest first, so that
+the long documents' tiles start first and the short ones fill the tail (LPT scheduling).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from .kernels import attention as K
+
+__all__ = ["TRITON_RECIPES", "triton_attention", "BatchPlan", "batch_plan"]
+
+TRITON_RECIPES: tuple[str, ...] = ("bf16",)
+
+
+class BatchPlan:
+    """Per-batch scheduling tensors, all int32 on the inputs' device."""
+
+    def __init__(self, seg_start, seg_end, order_fwd, order_dkdv, order_dq):
+        self.seg_start, self.seg_end = seg_start, seg_end
+        self.order_fwd, self.order_dkdv, self.order_dq = order_fwd, order_dkdv, order_dq
+
+
+def _query_tile_work(seg_start, total, block_m, block_n):
+    starts = torch.arange(0, total, block_m, device=seg_start.device)
+    lo = seg_start[starts] // block_n
+    hi = (torch.clamp(starts + block_m, max=total) + block_n - 1) // block_n
+    return hi - lo
+
+
+def _key_tile_work(seg_end, total, block_m, block_n):
+    starts = torch.arange(0, total, block_n, device=seg_end.device)
+    last = torch.clamp(starts + block_n, max=total) - 1
+    hi = (seg_end[last] + block_m - 1) // block_m
+    return hi - starts // block_m
+
+
+def _longest_first(work):
+    return torch.argsort(work, descending=True, stable=True).to(torch.int32)
+
+
+def batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int) -> BatchPlan:
+    cu = cu_seqlens.to(torch.int64)
+    tokens = torch.arange(total, device=cu.device)
+    seg = torch.searchsorted(cu[1:], tokens, right=True)
+    seg_start = cu[seg]
+    seg_end = cu[seg + 1]
+    fm, fn = K.fwd_blocks(head_dim)
+    bm, bn = K.bwd_blocks(head_dim)
+    qm, qn = K.dq_blocks(head_dim)
+    return BatchPlan(
+        seg_start.to(torch.int32),
+        seg_end.to(torch.int32),
+        _longest_first(_query_tile_work(seg_start, total, fm, fn)),
+        _longest_first(_key_tile_work(seg_end, total, bm, bn)),
+        _longest_first(_query_tile_work(seg_start, total, qm, qn)),
+    )
+
+
+_plans: dict[int, tuple[int, int, int, BatchPlan]] = {}
+
+
+def cached_batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int) -> BatchPlan:
+    """``batch_plan`` cached per cu_seqlens tensor object (dropped when the tensor dies) and
+    invalidated by in-place changes (the tensor's version counter)."""
+    if torch.compiler.is_compiling():
+        return batch_plan(cu_seqlens, total, head_dim)
+    key = id(cu_seqlens)
+    hit = _plans.get(key)
+    if hit is not None and hit[:3] == (cu_seqlens._version, total, head_dim):
+        return hit[3]
+    plan = batch_plan(cu_seqlens, total, head_dim)
+    if hit is None:
+        weakref.finalize(cu_seqlens, _plans.pop, key, None)
+    _plans[key] = (cu_seqlens._version, total, head_dim, plan)
+    return plan
+
+
+# ------------------------------------------------------------------------------------------
+# Custom ops
+# ------------------------------------------------------------------------------------------
+
+
+def _check_recipe(recipe: str):
+    if recipe not in TRITON_RECIPES:
+        raise ValueError(f"no Triton kernel for recipe {recipe!r}; accepted: {TRITON_RECIPES}")
+
+
+@torch.library.custom_op("flamia::attention_fwd", mutates_args=())
+def attention_fwd(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg_start: torch.Tensor,
+    seg_end: torch.Tensor, order_fwd: torch.Tensor, order_dkdv: torch.Tensor,
+    order_dq: torch.Tensor, softmax_scale: float, recipe: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(o, lse2). The backward's plan tensors are inputs too, so that the autograd formula
+    registered below receives them."""
+    _check_recipe(recipe)
+    return K.attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale)
+
+
+@attention_fwd.register_fake
+def _(q, k, v, seg_start, seg_end, order_fwd, order_dkdv, order_dq, softmax_scale, recipe):
+    return torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+
+
+@torch.library.custom_op("flamia::attention_bwd", mutates_args=())
+def attention_bwd(
+    do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+    lse: torch.Tensor, seg_start: torch.Tensor, seg_end: torch.Tensor,
+    order_dkdv: torch.Tensor, order_dq: torch.Tensor, softmax_scale: float, recipe: str,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check_recipe(recipe)
+    return K.attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
+                           softmax_scale)
+
+
+@attention_bwd.register_fake
+def _(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq, softmax_scale, recipe):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, seg_start, seg_end, _, order_dkdv, order_dq, softmax_scale, recipe = inputs
+    o, lse = output
+    ctx.mark_non_differentiable(lse)
+    ctx.save_for_backward(q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq)
+    ctx.softmax_scale, ctx.recipe = softmax_scale, recipe
+
+
+def _backward(ctx, do, _dlse):
+    q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq = ctx.saved_tensors
+    dq, dk, dv = attention_bwd(do.contiguous(), q, k, v, o, lse, seg_start, seg_end, order_dkdv,
+                               order_dq, ctx.softmax_scale, ctx.recipe)
+    return dq, dk, dv, None, None, None, None, None, None, None
+
+
+attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
 def triton_attention(q, k, v, cu_seqlens, max_seqlen, recipe, softmax_scale):
-    raise ValueError(f"no Triton kernel for recipe {recipe!r} yet")
+    """Differentiable Triton attention; inputs already validated by ``flamia.attention``."""
+    _check_recipe(recipe)
+    total, _, d = q.shape
+    scale = float(softmax_scale) if softmax_scale is not None else d**-0.5
+    plan = cached_batch_plan(cu_seqlens, total, d)
+    o, _ = attention_fwd(q, k, v, plan.seg_start, plan.seg_end, plan.order_fwd,
+                         plan.order_dkdv, plan.order_dq, scale, recipe)
+    return o

@@ -1,0 +1,409 @@
+"""Triton packed-document attention (varlen layout), forward and backward, BF16 recipe.
+
+Algorithm: FlashAttention-2. Forward: online softmax over key tiles, LSE saved. Backward: a
+dK/dV kernel over key tiles (looping over the query tiles that see them and over the query
+heads of a GQA group, so no atomics) and a dQ kernel over query tiles.
+
+Layouts and names (shape suffixes):
+    q_THD [T, Hq, D], k_THD / v_THD [T, Hkv, D], o_THD [T, Hq, D]   (any strides along T and H,
+        unit stride along D)
+    lse_HT [Hq, T] float32: base-2 log-sum-exp, lse2 = m + log2(l)
+    delta_HT [Hq, T] float32: rowsum(dO * O)
+    seg_start_T / seg_end_T [T] int32: first token / one past the last token of each token's
+        segment (derived once per batch from cu_seqlens, see ``flamia.ops``)
+    order_P [n_tiles] int32: the order in which tiles are launched (longest work first)
+
+Scheduling on the global tile grid (no repacking): query tile m covers packed tokens
+[m*BLOCK_M, (m+1)*BLOCK_M) whatever segments they belong to; it visits key tiles from the one
+holding the segment start of its first row up to the diagonal. Key tiles entirely inside the
+segment of every row of the tile and at or below the diagonal of the tile's first row take an
+unmasked path (no mask arithmetic); the others (segment-boundary tiles and the diagonal) are
+masked with key >= seg_start[row] and key <= row. The backward dK/dV kernel mirrors this for
+key tiles: query tiles from the diagonal to the end of the last key's segment.
+
+Softmax convention (shared with flamia.reference): base-2 logits, the running maximum is
+rounded up to an integer, so rescaling is by exact powers of two.
+
+Verified: interpreter tier (tests/test_kernels.py) on CPU; GPU tier on the H200 (sm_90) with
+triton 3.6 (bench/attention.py, tests marked gpu).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+# Two interpreter defects (triton 3.9, CPU) worked around under TRITON_INTERPRET=1 only:
+# - tl.dot mis-reads 16-bit float operands (a bf16 x bf16 dot returns garbage): the operands are
+#   widened to fp32 first (same values, already rounded to bf16; fp32 accumulation as on the GPU);
+# - fp32 -> bf16 casts truncate instead of rounding to nearest even (the GPU rounds to nearest
+#   even): the rounding is done by hand on the bits.
+IS_INTERPRETER = tl.constexpr(INTERPRET)
+
+
+# ------------------------------------------------------------------------------------------
+# Tile configs
+# ------------------------------------------------------------------------------------------
+
+# Tile sizes are fixed per head dim (the launch order is built for them); autotuning picks warps
+# and pipeline depth. Sizes follow the Triton fused-attention tutorial's Hopper choices for the
+# forward (128 x 64 / 128 x 128) and FA2's backward split, and were checked on the H200
+# (bench/attention.py).
+FWD_BLOCKS = {64: (128, 64), 128: (128, 64)}
+BWD_BLOCKS = {64: (64, 128), 128: (64, 128)}  # (BLOCK_M over queries, BLOCK_N over keys)
+DQ_BLOCKS = {64: (128, 64), 128: (128, 64)}
+INTERPRET_BLOCKS = (32, 32)
+
+
+def fwd_blocks(d: int) -> tuple[int, int]:
+    return INTERPRET_BLOCKS if INTERPRET else FWD_BLOCKS[d]
+
+
+def bwd_blocks(d: int) -> tuple[int, int]:
+    return INTERPRET_BLOCKS if INTERPRET else BWD_BLOCKS[d]
+
+
+def dq_blocks(d: int) -> tuple[int, int]:
+    return INTERPRET_BLOCKS if INTERPRET else DQ_BLOCKS[d]
+
+
+def _configs(warps=(4, 8), stages=(2, 3, 4)):
+    """Warps x stages sweep (the tile shape is fixed above). Under the interpreter one config:
+    multi-config autotune is meaningless and slow there."""
+    if INTERPRET:
+        return [triton.Config({}, num_warps=4, num_stages=1)]
+    return [triton.Config({}, num_warps=w, num_stages=s) for w in warps for s in stages]
+
+
+@triton.jit
+def _dot(a, b):
+    if IS_INTERPRETER:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32))
+    return tl.dot(a, b)
+
+
+@triton.jit
+def _bf16(x):
+    """fp32 -> bf16, round to nearest even (finite inputs)."""
+    if IS_INTERPRETER:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = (bits + (((bits >> 16) & 1) + 0x7FFF)) & 0xFFFF0000
+        return bits.to(tl.float32, bitcast=True).to(tl.bfloat16)
+    return x.to(tl.bfloat16)
+
+
+# ------------------------------------------------------------------------------------------
+# Forward
+# ------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _fwd_tile(acc, l_i, m_i, q, k_ptrs, v_ptrs, offs_m, seg_start_m, start_n, stride_kt,
+              stride_vt, qk_scale, total, BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    # Only masked (diagonal) tiles can reach past the last token.
+    key_ok = offs_n < total if MASKED else offs_n >= 0
+    k = tl.load(k_ptrs + tl.cast(start_n, tl.int64) * stride_kt, mask=key_ok[None, :], other=0.0)
+    x = _dot(q, k) * qk_scale  # base-2 logits
+    if MASKED:
+        visible = (offs_n[None, :] >= seg_start_m[:, None]) & (offs_n[None, :] <= offs_m[:, None])
+        x = tl.where(visible, x, float("-inf"))
+    # Integer running max: rescaling factors are exact powers of two (see module docstring).
+    m_new = tl.maximum(m_i, tl.math.ceil(tl.max(x, 1)))
+    # A row with nothing visible yet keeps m = -inf; subtract 0 instead to avoid inf - inf.
+    m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.math.exp2(m_i - m_sub)
+    p = tl.math.exp2(x - m_sub[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    v = tl.load(v_ptrs + tl.cast(start_n, tl.int64) * stride_vt, mask=key_ok[:, None], other=0.0)
+    acc = acc * alpha[:, None] + _dot(_bf16(p), v)
+    return acc, l_i, m_new
+
+
+@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV"])
+@triton.jit
+def _attn_fwd_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, seg_start_ptr, order_ptr,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
+    stride_lh, total, qk_scale,
+    H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    head = tl.program_id(0)
+    tile = tl.load(order_ptr + tl.program_id(1))
+    kv_head = head // (H_Q // H_KV)
+    start_m = tile * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < total
+    seg_start_m = tl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
+    last_row = tl.minimum(start_m + BLOCK_M, total) - 1
+
+    q_ptrs = (q_ptr + offs_m.to(tl.int64)[:, None] * stride_qt + head * stride_qh
+              + offs_d[None, :])
+    q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
+    k_base = k_ptr + kv_head * stride_kh + offs_d[:, None]
+    v_base = v_ptr + kv_head * stride_vh + offs_d[None, :]
+    k_ptrs = k_base + tl.arange(0, BLOCK_N)[None, :].to(tl.int64) * stride_kt
+    v_ptrs = v_base + tl.arange(0, BLOCK_N)[:, None].to(tl.int64) * stride_vt
+
+    # Key-tile ranges: [lo, full_lo) boundary tiles (masked), [full_lo, full_hi) unmasked,
+    # [full_hi, hi) diagonal tiles (masked). Keys past the last row are never visible, and
+    # keys < seg_start of the first row are never visible, so loads stay in bounds.
+    first_seg_start = tl.load(seg_start_ptr + start_m)
+    last_seg_start = tl.load(seg_start_ptr + last_row)
+    lo = first_seg_start // BLOCK_N
+    hi = tl.cdiv(last_row + 1, BLOCK_N)
+    full_lo = tl.minimum(tl.cdiv(last_seg_start, BLOCK_N), hi)
+    full_hi = tl.maximum(tl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    for n in range(lo, full_lo):
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_ptrs, v_ptrs, offs_m, seg_start_m,
+                                  n * BLOCK_N, stride_kt, stride_vt, qk_scale, total, BLOCK_N, True)
+    for n in range(full_lo, full_hi):
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_ptrs, v_ptrs, offs_m, seg_start_m,
+                                  n * BLOCK_N, stride_kt, stride_vt, qk_scale, total, BLOCK_N, False)
+    for n in range(full_hi, hi):
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_ptrs, v_ptrs, offs_m, seg_start_m,
+                                  n * BLOCK_N, stride_kt, stride_vt, qk_scale, total, BLOCK_N, True)
+
+    o = acc / l_i[:, None]
+    o_ptrs = o_ptr + offs_m.to(tl.int64)[:, None] * stride_ot + head * stride_oh + offs_d[None, :]
+    tl.store(o_ptrs, _bf16(o), mask=row_ok[:, None])
+    tl.store(lse_ptr + head * stride_lh + offs_m, m_i + tl.math.log2(l_i), mask=row_ok)
+
+
+# ------------------------------------------------------------------------------------------
+# Backward: dK, dV over key tiles
+# ------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _dkdv_tile(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n, start_m,
+               stride_qt, stride_dot, total, qk_scale,
+               BLOCK_M: tl.constexpr, MASKED: tl.constexpr):
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    row_ok = offs_m < total
+    shift = tl.cast(start_m, tl.int64)
+    qT = tl.load(q_ptrs + shift * stride_qt, mask=row_ok[None, :], other=0.0)  # [D, BLOCK_M]
+    lse = tl.load(lse_ptrs + start_m + tl.arange(0, BLOCK_M), mask=row_ok, other=0.0)
+    xT = _dot(k, qT) * qk_scale  # [BLOCK_N, BLOCK_M]
+    pT = tl.math.exp2(xT - lse[None, :])
+    if MASKED:
+        visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_m[None, :] < seg_end_n[:, None])
+        pT = tl.where(visible, pT, 0.0)
+    do = tl.load(do_ptrs + shift * stride_dot, mask=row_ok[:, None], other=0.0)  # [BLOCK_M, D]
+    dv += _dot(_bf16(pT), do)
+    delta = tl.load(delta_ptrs + start_m + tl.arange(0, BLOCK_M), mask=row_ok, other=0.0)
+    dpT = _dot(v, tl.trans(do))
+    dsT = pT * (dpT - delta[None, :])
+    dk += _dot(_bf16(dsT), tl.trans(qT))
+    return dk, dv
+
+
+@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV"])
+@triton.jit
+def _attn_bwd_dkdv_kernel(
+    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, seg_end_ptr, order_ptr,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_dot, stride_doh,
+    stride_dkt, stride_dkh, stride_dvt, stride_dvh, stride_lh, total, qk_scale, sm_scale,
+    H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    kv_head = tl.program_id(0)
+    tile = tl.load(order_ptr + tl.program_id(1))
+    start_n = tile * BLOCK_N
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    col_ok = offs_n < total
+    seg_end_n = tl.load(seg_end_ptr + offs_n, mask=col_ok, other=0)
+    last_key = tl.minimum(start_n + BLOCK_N, total) - 1
+
+    k = tl.load(k_ptr + offs_n.to(tl.int64)[:, None] * stride_kt + kv_head * stride_kh
+                + offs_d[None, :], mask=col_ok[:, None], other=0.0)
+    v = tl.load(v_ptr + offs_n.to(tl.int64)[:, None] * stride_vt + kv_head * stride_vh
+                + offs_d[None, :], mask=col_ok[:, None], other=0.0)
+
+    # Query-tile ranges: [lo, full_lo) diagonal tiles (masked), [full_lo, full_hi) unmasked,
+    # [full_hi, hi) tiles reaching past the first key's segment end (masked).
+    first_seg_end = tl.load(seg_end_ptr + start_n)
+    last_seg_end = tl.load(seg_end_ptr + last_key)
+    lo = start_n // BLOCK_M
+    hi = tl.cdiv(last_seg_end, BLOCK_M)
+    full_lo = tl.minimum(tl.cdiv(last_key, BLOCK_M), hi)
+    full_hi = tl.maximum(tl.minimum(first_seg_end // BLOCK_M, hi), full_lo)
+
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    offs_mb = tl.arange(0, BLOCK_M).to(tl.int64)
+    for g in range(H_Q // H_KV):  # the query heads reading this kv head: no atomics
+        head = kv_head * (H_Q // H_KV) + g
+        q_ptrs = q_ptr + head * stride_qh + offs_d[:, None] + offs_mb[None, :] * stride_qt
+        do_ptrs = do_ptr + head * stride_doh + offs_d[None, :] + offs_mb[:, None] * stride_dot
+        lse_ptrs = lse_ptr + head * stride_lh
+        delta_ptrs = delta_ptr + head * stride_lh
+        for m in range(lo, full_lo):
+            dk, dv = _dkdv_tile(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptrs, delta_ptrs, offs_n,
+                                seg_end_n, m * BLOCK_M, stride_qt, stride_dot, total, qk_scale,
+                                BLOCK_M, True)
+        for m in range(full_lo, full_hi):
+            dk, dv = _dkdv_tile(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptrs, delta_ptrs, offs_n,
+                                seg_end_n, m * BLOCK_M, stride_qt, stride_dot, total, qk_scale,
+                                BLOCK_M, False)
+        for m in range(full_hi, hi):
+            dk, dv = _dkdv_tile(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptrs, delta_ptrs, offs_n,
+                                seg_end_n, m * BLOCK_M, stride_qt, stride_dot, total, qk_scale,
+                                BLOCK_M, True)
+
+    dk = dk * sm_scale
+    tl.store(dk_ptr + offs_n.to(tl.int64)[:, None] * stride_dkt + kv_head * stride_dkh
+             + offs_d[None, :], _bf16(dk), mask=col_ok[:, None])
+    tl.store(dv_ptr + offs_n.to(tl.int64)[:, None] * stride_dvt + kv_head * stride_dvh
+             + offs_d[None, :], _bf16(dv), mask=col_ok[:, None])
+
+
+# ------------------------------------------------------------------------------------------
+# Backward: dQ over query tiles
+# ------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _dq_tile(dq, q, do, lse, delta, k_ptrs, v_ptrs, offs_m, seg_start_m, start_n, stride_kt,
+             stride_vt, qk_scale, total, BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    shift = tl.cast(start_n, tl.int64)
+    key_ok = offs_n < total if MASKED else offs_n >= 0
+    kT = tl.load(k_ptrs + shift * stride_kt, mask=key_ok[None, :], other=0.0)  # [D, BLOCK_N]
+    vT = tl.load(v_ptrs + shift * stride_vt, mask=key_ok[None, :], other=0.0)  # [D, BLOCK_N]
+    x = _dot(q, kT) * qk_scale
+    p = tl.math.exp2(x - lse[:, None])
+    if MASKED:
+        visible = (offs_n[None, :] >= seg_start_m[:, None]) & (offs_n[None, :] <= offs_m[:, None])
+        p = tl.where(visible, p, 0.0)
+    dp = _dot(do, vT)
+    ds = p * (dp - delta[:, None])
+    dq += _dot(_bf16(ds), tl.trans(kT))
+    return dq
+
+
+@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV"])
+@triton.jit
+def _attn_bwd_dq_kernel(
+    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, seg_start_ptr, order_ptr,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_dot, stride_doh,
+    stride_dqt, stride_dqh, stride_lh, total, qk_scale, sm_scale,
+    H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    head = tl.program_id(0)
+    tile = tl.load(order_ptr + tl.program_id(1))
+    kv_head = head // (H_Q // H_KV)
+    start_m = tile * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < total
+    seg_start_m = tl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
+    last_row = tl.minimum(start_m + BLOCK_M, total) - 1
+    rows64 = offs_m.to(tl.int64)[:, None]
+    q = tl.load(q_ptr + rows64 * stride_qt + head * stride_qh + offs_d[None, :],
+                mask=row_ok[:, None], other=0.0)
+    do = tl.load(do_ptr + rows64 * stride_dot + head * stride_doh + offs_d[None, :],
+                 mask=row_ok[:, None], other=0.0)
+    lse = tl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
+    delta = tl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
+    cols = tl.arange(0, BLOCK_N).to(tl.int64)[None, :]
+    k_ptrs = k_ptr + kv_head * stride_kh + offs_d[:, None] + cols * stride_kt
+    v_ptrs = v_ptr + kv_head * stride_vh + offs_d[:, None] + cols * stride_vt
+
+    first_seg_start = tl.load(seg_start_ptr + start_m)
+    last_seg_start = tl.load(seg_start_ptr + last_row)
+    lo = first_seg_start // BLOCK_N
+    hi = tl.cdiv(last_row + 1, BLOCK_N)
+    full_lo = tl.minimum(tl.cdiv(last_seg_start, BLOCK_N), hi)
+    full_hi = tl.maximum(tl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
+
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    for n in range(lo, full_lo):
+        dq = _dq_tile(dq, q, do, lse, delta, k_ptrs, v_ptrs, offs_m, seg_start_m, n * BLOCK_N,
+                      stride_kt, stride_vt, qk_scale, total, BLOCK_N, True)
+    for n in range(full_lo, full_hi):
+        dq = _dq_tile(dq, q, do, lse, delta, k_ptrs, v_ptrs, offs_m, seg_start_m, n * BLOCK_N,
+                      stride_kt, stride_vt, qk_scale, total, BLOCK_N, False)
+    for n in range(full_hi, hi):
+        dq = _dq_tile(dq, q, do, lse, delta, k_ptrs, v_ptrs, offs_m, seg_start_m, n * BLOCK_N,
+                      stride_kt, stride_vt, qk_scale, total, BLOCK_N, True)
+    dq = dq * sm_scale
+    tl.store(dq_ptr + rows64 * stride_dqt + head * stride_dqh + offs_d[None, :],
+             _bf16(dq), mask=row_ok[:, None])
+
+
+# ------------------------------------------------------------------------------------------
+# Launchers
+# ------------------------------------------------------------------------------------------
+
+
+# Output allocators: tests replace them with NaN-filled allocations to prove that every output
+# element is written.
+empty_like = torch.empty_like
+empty = torch.empty
+
+
+def _check_unit_d(*ts):
+    for t in ts:
+        assert t.stride(-1) == 1, "head dim must be contiguous"
+
+
+def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale):
+    """O [T, Hq, D] (q's dtype) and lse2 [Hq, T] float32. ``order_fwd``: launch order of the
+    query tiles of size ``fwd_blocks(D)[0]``."""
+    _check_unit_d(q, k, v)
+    total, hq, d = q.shape
+    hkv = k.shape[1]
+    block_m, block_n = fwd_blocks(d)
+    o = empty_like(q)
+    lse = empty((hq, total), dtype=torch.float32, device=q.device)
+    grid = (hq, order_fwd.numel())
+    _attn_fwd_kernel[grid](
+        q, k, v, o, lse, seg_start, order_fwd,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        o.stride(0), o.stride(1), lse.stride(0), total, softmax_scale * LOG2E,
+        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
+    )
+    return o, lse
+
+
+def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq, softmax_scale):
+    """dq, dk, dv in the inputs' dtype."""
+    do = do if do.stride(-1) == 1 else do.contiguous()
+    _check_unit_d(q, k, v, o)
+    total, hq, d = q.shape
+    hkv = k.shape[1]
+    # delta = rowsum(dO * O) in fp32, from the 16-bit tensors as FlashAttention does.
+    delta = (do.float() * o.float()).sum(-1).transpose(0, 1).contiguous()
+    dq, dk, dv = empty_like(q), empty_like(k), empty_like(v)
+    qk_scale = softmax_scale * LOG2E
+    bm, bn = bwd_blocks(d)
+    _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
+        q, k, v, do, lse, delta, dk, dv, seg_end, order_dkdv,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        do.stride(0), do.stride(1), dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
+        lse.stride(0), total, qk_scale, softmax_scale,
+        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
+    )
+    bm, bn = dq_blocks(d)
+    _attn_bwd_dq_kernel[(hq, order_dq.numel())](
+        q, k, v, do, lse, delta, dq, seg_start, order_dq,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        do.stride(0), do.stride(1), dq.stride(0), dq.stride(1), lse.stride(0), total,
+        qk_scale, softmax_scale,
+        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
+    )
+    return dq, dk, dv
