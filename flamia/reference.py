@@ -181,7 +181,9 @@ def _head_chunks(hq: int, total: int):
 def _prepare(q, k, v, recipe: Recipe | None):
     """Quantized operands in [H, T, D] / [H, T] layout, K and V expanded to the query heads."""
     if recipe is None:
-        f64 = lambda t: (t.to(torch.float64), torch.ones(t.shape[:2], dtype=torch.float64))
+        f64 = lambda t: (
+            t.to(torch.float64), torch.ones(t.shape[:2], dtype=torch.float64, device=t.device)
+        )
         (qd, sq), (kd, sk), (vd, sv) = f64(q), f64(k), f64(v)
     else:
         (qd, sq), (kd, sk), (vd, sv) = (
@@ -216,7 +218,7 @@ def _backward(q, k, v, o, lse2, do, cu_seqlens, scale, recipe):
     qd, sq, kd, sk, vd, sv = _prepare(q, k, v, recipe)
     work = torch.float64 if recipe is None else torch.float32
     if recipe is None:
-        dod, sdo = do.to(work), torch.ones(do.shape[:2], dtype=work)
+        dod, sdo = do.to(work), torch.ones(do.shape[:2], dtype=work, device=do.device)
     else:
         dod, sdo = quantize_operand(do, recipe.do)
     hm = lambda t: t.movedim(0, 1)

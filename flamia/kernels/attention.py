@@ -60,16 +60,27 @@ DQ_BLOCKS = {64: (128, 64), 128: (128, 64)}
 INTERPRET_BLOCKS = (32, 32)
 
 
+def _blocks(table: dict, d: int, env: str) -> tuple[int, int]:
+    """Tile shape for head dim d; FLAMIA_<KERNEL>_BLOCKS="M,N" overrides it (tile sweeps)."""
+    if INTERPRET:
+        return INTERPRET_BLOCKS
+    override = os.environ.get(env)
+    if override:
+        m, n = (int(x) for x in override.split(","))
+        return m, n
+    return table[d]
+
+
 def fwd_blocks(d: int) -> tuple[int, int]:
-    return INTERPRET_BLOCKS if INTERPRET else FWD_BLOCKS[d]
+    return _blocks(FWD_BLOCKS, d, "FLAMIA_FWD_BLOCKS")
 
 
 def bwd_blocks(d: int) -> tuple[int, int]:
-    return INTERPRET_BLOCKS if INTERPRET else BWD_BLOCKS[d]
+    return _blocks(BWD_BLOCKS, d, "FLAMIA_BWD_BLOCKS")
 
 
 def dq_blocks(d: int) -> tuple[int, int]:
-    return INTERPRET_BLOCKS if INTERPRET else DQ_BLOCKS[d]
+    return _blocks(DQ_BLOCKS, d, "FLAMIA_DQ_BLOCKS")
 
 
 def _configs(warps=(4, 8), stages=(2, 3, 4)):
@@ -81,10 +92,10 @@ def _configs(warps=(4, 8), stages=(2, 3, 4)):
 
 
 @triton.jit
-def _dot(a, b):
+def _dot(a, b, acc=None):
     if IS_INTERPRETER:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32))
-    return tl.dot(a, b)
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    return tl.dot(a, b, acc)
 
 
 @triton.jit
@@ -182,6 +193,27 @@ def _attn_fwd_kernel(
 
 
 # ------------------------------------------------------------------------------------------
+# Backward preprocess: delta = rowsum(dO * O), one pass over both (fp32 math on the 16-bit data)
+# ------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _attn_bwd_delta_kernel(o_ptr, do_ptr, delta_ptr, stride_ot, stride_oh, stride_dot, stride_doh,
+                           stride_lh, total, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
+    head = tl.program_id(1)
+    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    offs_d = tl.arange(0, HEAD_DIM)
+    ok = offs_t < total
+    rows = offs_t.to(tl.int64)[:, None]
+    o = tl.load(o_ptr + rows * stride_ot + head * stride_oh + offs_d[None, :], mask=ok[:, None],
+                other=0.0)
+    do = tl.load(do_ptr + rows * stride_dot + head * stride_doh + offs_d[None, :],
+                 mask=ok[:, None], other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(delta_ptr + head * stride_lh + offs_t, delta, mask=ok)
+
+
+# ------------------------------------------------------------------------------------------
 # Backward: dK, dV over key tiles
 # ------------------------------------------------------------------------------------------
 
@@ -201,11 +233,11 @@ def _dkdv_tile(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_
         visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_m[None, :] < seg_end_n[:, None])
         pT = tl.where(visible, pT, 0.0)
     do = tl.load(do_ptrs + shift * stride_dot, mask=row_ok[:, None], other=0.0)  # [BLOCK_M, D]
-    dv += _dot(_bf16(pT), do)
+    dv = _dot(_bf16(pT), do, dv)
     delta = tl.load(delta_ptrs + start_m + tl.arange(0, BLOCK_M), mask=row_ok, other=0.0)
     dpT = _dot(v, tl.trans(do))
     dsT = pT * (dpT - delta[None, :])
-    dk += _dot(_bf16(dsT), tl.trans(qT))
+    dk = _dot(_bf16(dsT), tl.trans(qT), dk)
     return dk, dv
 
 
@@ -290,7 +322,7 @@ def _dq_tile(dq, q, do, lse, delta, k_ptrs, v_ptrs, offs_m, seg_start_m, start_n
         p = tl.where(visible, p, 0.0)
     dp = _dot(do, vT)
     ds = p * (dp - delta[:, None])
-    dq += _dot(_bf16(ds), tl.trans(kT))
+    dq = _dot(_bf16(ds), tl.trans(kT), dq)
     return dq
 
 
@@ -387,7 +419,12 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     total, hq, d = q.shape
     hkv = k.shape[1]
     # delta = rowsum(dO * O) in fp32, from the 16-bit tensors as FlashAttention does.
-    delta = (do.float() * o.float()).sum(-1).transpose(0, 1).contiguous()
+    delta = empty((hq, total), dtype=torch.float32, device=q.device)
+    block_t = 32 if INTERPRET else 64
+    _attn_bwd_delta_kernel[(triton.cdiv(total, block_t), hq)](
+        o, do, delta, o.stride(0), o.stride(1), do.stride(0), do.stride(1), delta.stride(0),
+        total, HEAD_DIM=d, BLOCK_T=block_t,
+    )
     dq, dk, dv = empty_like(q), empty_like(k), empty_like(v)
     qk_scale = softmax_scale * LOG2E
     bm, bn = bwd_blocks(d)

@@ -1,0 +1,340 @@
+"""Packed-document attention benchmark on the H200 (DESIGN.md section 7).
+
+    PYTHONPATH=$PWD python -m bench.attention [--quick] [--out bench/results] [--providers ...]
+
+For each workload (packed rows of L tokens, documents drawn from a length distribution, cut at
+row ends), every provider gets the same q, k, v, dO (each in its own layout, converted outside the
+timed region), is checked against a float32 per-segment reference (O, dQ, dK, dV relative L2 error)
+before it is timed, then timed with triton.testing.do_bench medians: forward, forward+backward,
+and backward = (fwd+bwd) - fwd. FLOPs: 4 * Hq * D * sum_l l(l+1)/2 forward, 2.5x that backward.
+Per-batch preparation (FLAMIA's batch plan, FlexAttention's block mask) is built once per batch
+and reused by every layer in training, so it is outside the timed call for both; its cost is
+reported separately.
+
+Providers:
+    flamia-bf16  flamia.attention(recipe="bf16", impl="triton")
+    flex         torch.compile(flex_attention) with a document-causal block mask
+    varlen       torch.nn.attention.varlen.varlen_attn, window_size=(-1, 0) (causal)
+    cudnn-dense  SDPA with SDPBackend.CUDNN_ATTENTION, is_causal=True: only valid, and only run,
+                 on workloads of one document per row
+
+Writes <out>/attention_<date>_<gpu>.json and .md with GPU, versions and date; prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import inspect
+import json
+import math
+import os
+import platform
+import sys
+
+import torch
+
+import flamia
+from flamia.ops import batch_plan
+
+DISTRIBUTIONS = ("one_doc", "equal_2k", "u32_1024", "u128_4096", "u1024_8192", "long_tail",
+                 "lognormal_1k")
+
+
+# ------------------------------------------------------------------------------------------
+# Workloads
+# ------------------------------------------------------------------------------------------
+
+
+def _draw(kind: str, L: int, gen: torch.Generator) -> int:
+    u = lambda a, b: int(torch.randint(a, b + 1, (1,), generator=gen))
+    if kind == "one_doc":
+        return L
+    if kind == "equal_2k":
+        return 2048
+    if kind == "u32_1024":
+        return u(32, 1024)
+    if kind == "u128_4096":
+        return u(128, 4096)
+    if kind == "u1024_8192":
+        return u(1024, 8192)
+    if kind == "long_tail":  # 7/8 short documents, 1/8 as long as a row
+        return L if torch.rand(1, generator=gen).item() < 1 / 8 else u(32, 512)
+    if kind == "lognormal_1k":
+        return max(1, int(math.exp(math.log(1024) + 1.0 * torch.randn(1, generator=gen).item())))
+    raise ValueError(f"unknown distribution {kind!r}; accepted: {DISTRIBUTIONS}")
+
+
+def packed_lengths(kind: str, rows: int, L: int, seed: int = 0) -> list[int]:
+    """Segment lengths of ``rows`` packed rows of L tokens: documents in order, each row starting a
+    new segment, a document cut at a row end continuing as a new segment in the next row."""
+    gen = torch.Generator().manual_seed(seed)
+    segs, carry = [], 0
+    for _ in range(rows):
+        left = L
+        while left:
+            n = carry or _draw(kind, L, gen)
+            take = min(n, left)
+            segs.append(take)
+            left -= take
+            carry = n - take
+    return segs
+
+
+def causal_flops(lengths, hq, d) -> float:
+    return 4.0 * hq * d * sum(l * (l + 1) / 2 for l in lengths)
+
+
+# ------------------------------------------------------------------------------------------
+# Providers: prepare(q, k, v, cu, lengths, L) -> fn() returning o in [T, Hq, D] layout
+# (called inside the timed region), plus the leaf tensors whose grads are the outputs.
+# ------------------------------------------------------------------------------------------
+
+
+def prep_flamia(q, k, v, cu, lengths, L):
+    max_len = max(lengths)
+    return lambda: flamia.attention(q, k, v, cu, max_len, recipe="bf16", impl="triton")
+
+
+_flex_compiled = None
+
+
+def prep_flex(q, k, v, cu, lengths, L):
+    global _flex_compiled
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    if _flex_compiled is None:
+        _flex_compiled = torch.compile(flex_attention)
+    total, hq, _ = q.shape
+    doc = torch.repeat_interleave(torch.arange(len(lengths), device=q.device),
+                                  torch.tensor(lengths, device=q.device))
+
+    def mask_mod(b, h, qi, ki):
+        return (doc[qi] == doc[ki]) & (ki <= qi)
+
+    block_mask = create_block_mask(mask_mod, None, None, total, total, device=q.device)
+    gqa = k.shape[1] != hq
+    # [T, H, D] -> [1, H, T, D] views (no copy); flex reads strided inputs.
+    to_flex = lambda t: t.transpose(0, 1).unsqueeze(0)
+
+    def run():
+        o = _flex_compiled(to_flex(q), to_flex(k), to_flex(v), block_mask=block_mask,
+                           enable_gqa=gqa)
+        return o.squeeze(0).transpose(0, 1)
+
+    return run
+
+
+def prep_varlen(q, k, v, cu, lengths, L):
+    from torch.nn.attention.varlen import varlen_attn
+
+    max_len = max(lengths)
+    kw = {"window_size": (-1, 0)}
+    params = inspect.signature(varlen_attn).parameters
+    group = q.shape[1] // k.shape[1]
+    if group > 1:
+        if "enable_gqa" not in params:
+            raise RuntimeError("varlen_attn of this torch has no GQA support (enable_gqa)")
+        kw["enable_gqa"] = True
+    return lambda: varlen_attn(q, k, v, cu, cu, max_len, max_len, **kw)
+
+
+def prep_cudnn_dense(q, k, v, cu, lengths, L):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    if any(n != L for n in lengths):
+        raise RuntimeError("dense causal is only valid with one document per row")
+    total, hq, d = q.shape
+    rows = total // L
+    to_dense = lambda t: t.view(rows, L, t.shape[1], d).transpose(1, 2)
+    gqa = k.shape[1] != hq
+
+    def run():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            o = torch.nn.functional.scaled_dot_product_attention(
+                to_dense(q), to_dense(k), to_dense(v), is_causal=True, enable_gqa=gqa)
+        return o.transpose(1, 2).reshape(total, hq, d)
+
+    return run
+
+
+PROVIDERS = {
+    "flamia-bf16": prep_flamia,
+    "flex": prep_flex,
+    "varlen": prep_varlen,
+    "cudnn-dense": prep_cudnn_dense,
+}
+BASELINES = ("flex", "varlen", "cudnn-dense")
+
+
+# ------------------------------------------------------------------------------------------
+# Correctness and timing
+# ------------------------------------------------------------------------------------------
+
+
+def segment_reference(q, k, v, do, lengths):
+    """O, dQ, dK, dV in float32, one causal SDPA per segment (autograd)."""
+    group = q.shape[1] // k.shape[1]
+    qs, ks, vs = (t.detach().float().requires_grad_(True) for t in (q, k, v))
+    outs, start = [], 0
+    for n in lengths:
+        sl = slice(start, start + n)
+        tq = qs[sl].transpose(0, 1)
+        tk = ks[sl].repeat_interleave(group, 1).transpose(0, 1)
+        tv = vs[sl].repeat_interleave(group, 1).transpose(0, 1)
+        outs.append(torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+                    .transpose(0, 1))
+        start += n
+    o = torch.cat(outs)
+    o.backward(do.float())
+    return o.detach(), qs.grad, ks.grad, vs.grad
+
+
+def check(fn, q, k, v, do, ref):
+    for t in (q, k, v):
+        t.grad = None
+    o = fn()
+    o.backward(do)
+    errs = {}
+    for name, a, b in zip(("O", "dQ", "dK", "dV"), (o, q.grad, k.grad, v.grad), ref):
+        errs[name] = ((a.float() - b).norm() / b.norm()).item()
+        if not torch.isfinite(a).all():
+            errs[name] = float("inf")
+    return errs
+
+
+def time_provider(fn, q, k, v, do):
+    from triton.testing import do_bench
+
+    def fwd_bwd():
+        fn().backward(do)
+
+    fwd = do_bench(fn, warmup=50, rep=200, return_mode="median")
+    both = do_bench(fwd_bwd, warmup=50, rep=300, grad_to_none=[q, k, v], return_mode="median")
+    return fwd, both
+
+
+def environment() -> dict:
+    import triton
+
+    env = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "none",
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+        "command": " ".join(["python -m bench.attention"] + sys.argv[1:]),
+    }
+    try:
+        import subprocess
+        env["git_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"],
+                                           capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+    return env
+
+
+def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2):
+    lengths = packed_lengths(dist, rows, L, seed)
+    total = rows * L
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    mk = lambda h: torch.randn(total, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    q, k, v, do = mk(hq).requires_grad_(), mk(hkv).requires_grad_(), mk(hkv).requires_grad_(), mk(hq)
+    cu = torch.zeros(len(lengths) + 1, dtype=torch.int32, device="cuda")
+    cu[1:] = torch.cumsum(torch.tensor(lengths, device="cuda"), 0)
+    ref = segment_reference(q, k, v, do, lengths)
+    flops = causal_flops(lengths, hq, d)
+    results = []
+    for name in providers:
+        row = {"workload": dist, "rows": rows, "L": L, "Hq": hq, "Hkv": hkv, "D": d,
+               "segments": len(lengths), "provider": name}
+        try:
+            fn = PROVIDERS[name](q, k, v, cu, lengths, L)
+            errs = check(fn, q, k, v, do, ref)
+            row["rel_err"] = errs
+            if max(errs.values()) > tol:
+                row["error"] = f"failed correctness check (rel err {errs}), not timed"
+            else:
+                fwd, both = time_provider(fn, q, k, v, do)
+                row.update(fwd_ms=fwd, fwd_bwd_ms=both, bwd_ms=both - fwd,
+                           fwd_tflops=flops / fwd * 1e-9, bwd_tflops=2.5 * flops / (both - fwd) * 1e-9,
+                           fwd_bwd_tflops=3.5 * flops / both * 1e-9)
+        except Exception as e:  # a provider that cannot run this workload is reported, not hidden
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        results.append(row)
+        torch.cuda.empty_cache()
+    # Per-batch plan cost of flamia (outside the timed call, amortized over layers).
+    from triton.testing import do_bench
+    plan_ms = do_bench(lambda: batch_plan(cu, total, d), warmup=10, rep=50, return_mode="median")
+    for r in results:
+        if r["provider"] == "flamia-bf16":
+            r["plan_ms_per_batch"] = plan_ms
+    base = [r["fwd_bwd_ms"] for r in results if r["provider"] in BASELINES and "fwd_bwd_ms" in r]
+    for r in results:
+        if "fwd_bwd_ms" in r and base:
+            r["speedup_vs_fastest_baseline"] = min(base) / r["fwd_bwd_ms"]
+    return results
+
+
+def format_table(results) -> str:
+    lines = ["| workload | Hq/Hkv | D | segs | provider | fwd ms | bwd ms | fwd+bwd ms | fwd TF/s "
+             "| bwd TF/s | fwd+bwd TF/s | vs best baseline | max rel err |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        head = (f"| {r['workload']} | {r['Hq']}/{r['Hkv']} | {r['D']} | {r['segments']} | "
+                f"{r['provider']} |")
+        err = max(r["rel_err"].values()) if "rel_err" in r else float("nan")
+        if "fwd_bwd_ms" not in r:
+            lines.append(head + f" - | - | - | - | - | - | - | {err:.1e} ({r.get('error', '')}) |")
+            continue
+        sp = r.get("speedup_vs_fastest_baseline", float("nan"))
+        lines.append(head + f" {r['fwd_ms']:.3f} | {r['bwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | "
+                     f"{r['fwd_tflops']:.0f} | {r['bwd_tflops']:.0f} | {r['fwd_bwd_tflops']:.0f} | "
+                     f"{sp:.2f}x | {err:.1e} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="two workloads, for a smoke run")
+    ap.add_argument("--providers", nargs="+", default=list(PROVIDERS))
+    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--dists", nargs="+", choices=DISTRIBUTIONS,
+                    help="with --quick: these distributions (B=4, L=8k, Hq=Hkv=16, D=128)")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("bench/attention.py needs a CUDA GPU")
+    # (distribution, rows, L, Hq, Hkv, D)
+    grid = [(dist, 4, 8192, 16, 16, 128) for dist in DISTRIBUTIONS]
+    grid += [(dist, 4, 8192, 16, 16, 64) for dist in ("one_doc", "u32_1024", "lognormal_1k")]
+    grid += [(dist, 2, 16384, 32, 8, 128) for dist in ("one_doc", "u128_4096", "lognormal_1k")]
+    if args.quick:
+        grid = [(dist, 4, 8192, 16, 16, 128) for dist in (args.dists or ("one_doc", "lognormal_1k"))]
+    env = environment()
+    results = []
+    for w in grid:
+        res = run_workload(*w, providers=args.providers)
+        results += res
+        for r in res:
+            msg = r.get("error") or f"{r['fwd_bwd_ms']:.3f} ms fwd+bwd, {r['fwd_bwd_tflops']:.0f} TF/s"
+            print(f"{w[0]:>13} Hq{w[3]}/{w[4]} D{w[5]} {r['provider']:>12}: {msg}", flush=True)
+    table = format_table(results)
+    os.makedirs(args.out, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M")
+    gpu = env["gpu"].replace(" ", "_")
+    base = os.path.join(args.out, f"attention_{stamp}_{gpu}{args.tag}")
+    with open(base + ".json", "w") as f:
+        json.dump({"env": env, "results": results}, f, indent=1)
+    with open(base + ".md", "w") as f:
+        f.write(f"# Attention benchmark, {env['gpu']}, {env['date']}\n\n")
+        f.write("Environment: " + ", ".join(f"{k}={v}" for k, v in env.items()) + "\n\n")
+        f.write(table + "\n")
+    print("\n" + table)
+    print(f"\nwritten: {base}.json, {base}.md")
+
+
+if __name__ == "__main__":
+    main()
