@@ -51,7 +51,12 @@ def _longest_first(work):
     return torch.argsort(work, descending=True, stable=True).to(torch.int32)
 
 
-def batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int) -> BatchPlan:
+@torch.library.custom_op("flamia::batch_plan", mutates_args=())
+def _batch_plan_op(
+    cu_seqlens: torch.Tensor, total: int, head_dim: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """An opaque op, so that torch.compile treats the plan as one call (inductor need not lower
+    searchsorted / stable argsort)."""
     cu = cu_seqlens.to(torch.int64)
     tokens = torch.arange(total, device=cu.device)
     seg = torch.searchsorted(cu[1:], tokens, right=True)
@@ -60,13 +65,25 @@ def batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int) -> BatchPlan
     fm, fn = K.fwd_blocks(head_dim)
     bm, bn = K.bwd_blocks(head_dim)
     qm, qn = K.dq_blocks(head_dim)
-    return BatchPlan(
+    return (
         seg_start.to(torch.int32),
         seg_end.to(torch.int32),
         _longest_first(_query_tile_work(seg_start, total, fm, fn)),
         _longest_first(_key_tile_work(seg_end, total, bm, bn)),
         _longest_first(_query_tile_work(seg_start, total, qm, qn)),
     )
+
+
+@_batch_plan_op.register_fake
+def _(cu_seqlens, total, head_dim):
+    n_tiles = lambda block: -(-total // block)
+    i32 = lambda n: cu_seqlens.new_empty((n,), dtype=torch.int32)
+    return (i32(total), i32(total), i32(n_tiles(K.fwd_blocks(head_dim)[0])),
+            i32(n_tiles(K.bwd_blocks(head_dim)[1])), i32(n_tiles(K.dq_blocks(head_dim)[0])))
+
+
+def batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int) -> BatchPlan:
+    return BatchPlan(*_batch_plan_op(cu_seqlens, total, head_dim))
 
 
 _plans: dict[int, tuple[int, int, int, BatchPlan]] = {}
