@@ -19,10 +19,12 @@ import weakref
 import torch
 
 from .kernels import attention as K
+from .kernels.quantize import quantize_mx_token
 
 __all__ = ["TRITON_RECIPES", "triton_attention", "BatchPlan", "batch_plan"]
 
-TRITON_RECIPES: tuple[str, ...] = ("bf16",)
+TRITON_RECIPES: tuple[str, ...] = ("bf16", "mxfp8")
+FP8_RECIPES = ("mxfp8",)
 
 
 class BatchPlan:
@@ -110,9 +112,9 @@ def cached_batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int) -> Ba
 # ------------------------------------------------------------------------------------------
 
 
-def _check_recipe(recipe: str):
-    if recipe not in TRITON_RECIPES:
-        raise ValueError(f"no Triton kernel for recipe {recipe!r}; accepted: {TRITON_RECIPES}")
+def _check_recipe(recipe: str, accepted=TRITON_RECIPES):
+    if recipe not in accepted:
+        raise ValueError(f"no Triton kernel for recipe {recipe!r} here; accepted: {accepted}")
 
 
 @torch.library.custom_op("flamia::attention_fwd", mutates_args=())
@@ -123,7 +125,7 @@ def attention_fwd(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(o, lse2). The backward's plan tensors are inputs too, so that the autograd formula
     registered below receives them."""
-    _check_recipe(recipe)
+    _check_recipe(recipe, ("bf16",))
     return K.attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale)
 
 
@@ -138,7 +140,7 @@ def attention_bwd(
     lse: torch.Tensor, seg_start: torch.Tensor, seg_end: torch.Tensor,
     order_dkdv: torch.Tensor, order_dq: torch.Tensor, softmax_scale: float, recipe: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    _check_recipe(recipe)
+    _check_recipe(recipe, ("bf16",))
     return K.attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
                            softmax_scale)
 
@@ -166,12 +168,92 @@ def _backward(ctx, do, _dlse):
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
+# ------------------------------------------------------------------------------------------
+# FP8 (mxfp8): fused quantization of Q, K, V in the forward and of dO in the backward. The
+# forward saves the quantized tensors (E4M3 data, token-contiguous copies of Q and K, scales)
+# for the backward instead of the bf16 inputs.
+# ------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("flamia::attention_fwd_fp8", mutates_args=())
+def attention_fwd_fp8(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg_start: torch.Tensor,
+    seg_end: torch.Tensor, order_fwd: torch.Tensor, order_dkdv: torch.Tensor,
+    order_dq: torch.Tensor, softmax_scale: float, recipe: str,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+           torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(o, lse2, q8, qt8, sq, k8, kt8, sk, v8, sv): the output and what the backward reads."""
+    _check_recipe(recipe, FP8_RECIPES)
+    q8, qt8, sq = quantize_mx_token(q)
+    k8, kt8, sk = quantize_mx_token(k)
+    v8, vt8, sv = quantize_mx_token(v)
+    o, lse = K.attention_fwd(q8, k8, None, seg_start, order_fwd, softmax_scale,
+                             fp8={"sq": sq, "sk": sk, "sv": sv, "vt": vt8})
+    return o, lse, q8, qt8, sq, k8, kt8, sk, v8, sv
+
+
+@attention_fwd_fp8.register_fake
+def _(q, k, v, seg_start, seg_end, order_fwd, order_dkdv, order_dq, softmax_scale, recipe):
+    from .kernels.quantize import FP8_STORAGE
+
+    total, hq, d = q.shape
+    hkv = k.shape[1]
+    f8 = lambda *shape: q.new_empty(shape, dtype=FP8_STORAGE)
+    f32 = lambda *shape: q.new_empty(shape, dtype=torch.float32)
+    return (q.new_empty(q.shape, dtype=torch.bfloat16), f32(hq, total),
+            f8(total, hq, d), f8(hq, d, total), f32(hq, total),
+            f8(total, hkv, d), f8(hkv, d, total), f32(hkv, total),
+            f8(total, hkv, d), f32(hkv, total))
+
+
+@torch.library.custom_op("flamia::attention_bwd_fp8", mutates_args=())
+def attention_bwd_fp8(
+    do: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, q8: torch.Tensor, qt8: torch.Tensor,
+    sq: torch.Tensor, k8: torch.Tensor, kt8: torch.Tensor, sk: torch.Tensor, v8: torch.Tensor,
+    sv: torch.Tensor, seg_start: torch.Tensor, seg_end: torch.Tensor, order_dkdv: torch.Tensor,
+    order_dq: torch.Tensor, softmax_scale: float, recipe: str,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check_recipe(recipe, FP8_RECIPES)
+    do8, dot8, sdo = quantize_mx_token(do)
+    fp8 = {"do8": do8, "qt": qt8, "kt": kt8, "dot": dot8, "sq": sq, "sk": sk, "sv": sv,
+           "sdo": sdo}
+    return K.attention_bwd(do, q8, k8, v8, o, lse, seg_start, seg_end, order_dkdv, order_dq,
+                           softmax_scale, fp8=fp8)
+
+
+@attention_bwd_fp8.register_fake
+def _(do, o, lse, q8, qt8, sq, k8, kt8, sk, v8, sv, seg_start, seg_end, order_dkdv, order_dq,
+      softmax_scale, recipe):
+    bf16 = lambda t: t.new_empty(t.shape, dtype=torch.bfloat16)
+    return bf16(q8), bf16(k8), bf16(v8)
+
+
+def _setup_context_fp8(ctx, inputs, output):
+    _, _, _, seg_start, seg_end, _, order_dkdv, order_dq, softmax_scale, recipe = inputs
+    o, lse, q8, qt8, sq, k8, kt8, sk, v8, sv = output
+    ctx.mark_non_differentiable(lse, q8, qt8, sq, k8, kt8, sk, v8, sv)
+    ctx.save_for_backward(o, lse, q8, qt8, sq, k8, kt8, sk, v8, sv, seg_start, seg_end,
+                          order_dkdv, order_dq)
+    ctx.softmax_scale, ctx.recipe = softmax_scale, recipe
+
+
+def _backward_fp8(ctx, do, *_unused_grads):
+    saved = ctx.saved_tensors
+    dq, dk, dv = attention_bwd_fp8(do.contiguous(), *saved, ctx.softmax_scale, ctx.recipe)
+    return dq, dk, dv, None, None, None, None, None, None, None
+
+
+attention_fwd_fp8.register_autograd(_backward_fp8, setup_context=_setup_context_fp8)
+
+
 def triton_attention(q, k, v, cu_seqlens, max_seqlen, recipe, softmax_scale):
     """Differentiable Triton attention; inputs already validated by ``flamia.attention``."""
     _check_recipe(recipe)
     total, _, d = q.shape
     scale = float(softmax_scale) if softmax_scale is not None else d**-0.5
     plan = cached_batch_plan(cu_seqlens, total, d)
-    o, _ = attention_fwd(q, k, v, plan.seg_start, plan.seg_end, plan.order_fwd,
-                         plan.order_dkdv, plan.order_dq, scale, recipe)
-    return o
+    args = (q, k, v, plan.seg_start, plan.seg_end, plan.order_fwd, plan.order_dkdv,
+            plan.order_dq, scale, recipe)
+    if recipe in FP8_RECIPES:
+        return attention_fwd_fp8(*args)[0]
+    return attention_fwd(*args)[0]

@@ -36,6 +36,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .quantize import e8m0_scale, round_e4m3
+
 LOG2E = 1.4426950408889634
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # Two interpreter defects (triton 3.9, CPU) worked around under TRITON_INTERPRET=1 only:
@@ -114,13 +116,18 @@ def _bf16(x):
 
 
 @triton.jit
-def _fwd_tile(acc, l_i, m_i, q, k_ptrs, v_ptrs, offs_m, seg_start_m, start_n, stride_kt,
-              stride_vt, qk_scale, total, BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+def _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m, seg_start_m,
+              start_n, stride_kt, stride_vt, qk_scale, total,
+              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     # Only masked (diagonal) tiles can reach past the last token.
     key_ok = offs_n < total if MASKED else offs_n >= 0
     k = tl.load(k_ptrs + tl.cast(start_n, tl.int64) * stride_kt, mask=key_ok[None, :], other=0.0)
-    x = _dot(q, k) * qk_scale  # base-2 logits
+    x = _dot(q, k)
+    if IS_FP8:  # per-token scales factor out of S = Q K^T: outer product on the accumulator
+        sk = tl.load(sk_ptrs + offs_n, mask=key_ok, other=1.0)
+        x = x * (sq[:, None] * sk[None, :])
+    x = x * qk_scale  # base-2 logits
     if MASKED:
         visible = (offs_n[None, :] >= seg_start_m[:, None]) & (offs_n[None, :] <= offs_m[:, None])
         x = tl.where(visible, x, float("-inf"))
@@ -132,18 +139,26 @@ def _fwd_tile(acc, l_i, m_i, q, k_ptrs, v_ptrs, offs_m, seg_start_m, start_n, st
     p = tl.math.exp2(x - m_sub[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
     v = tl.load(v_ptrs + tl.cast(start_n, tl.int64) * stride_vt, mask=key_ok[:, None], other=0.0)
-    acc = acc * alpha[:, None] + _dot(_bf16(p), v)
+    if IS_FP8:
+        # P' = P * sV (V's per-token scale folded in), E4M3 with one E8M0 scale per row of the
+        # tile; masked entries are exactly 0 and do not enter the scale.
+        sv = tl.load(sv_ptrs + offs_n, mask=key_ok, other=1.0)
+        pf = p * sv[None, :]
+        sp = e8m0_scale(tl.max(pf, 1))
+        acc = acc * alpha[:, None] + _dot(round_e4m3(pf / sp[:, None]), v) * sp[:, None]
+    else:
+        acc = acc * alpha[:, None] + _dot(_bf16(p), v)
     return acc, l_i, m_new
 
 
-@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV"])
+@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8"])
 @triton.jit
 def _attn_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, seg_start_ptr, order_ptr,
-    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
-    stride_lh, total, qk_scale,
+    q_ptr, k_ptr, v_ptr, sq_ptr, sk_ptr, sv_ptr, o_ptr, lse_ptr, seg_start_ptr, order_ptr,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_vd, stride_sqh,
+    stride_skh, stride_ot, stride_oh, stride_lh, total, qk_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr,
 ):
     head = tl.program_id(0)
     tile = tl.load(order_ptr + tl.program_id(1))
@@ -158,10 +173,18 @@ def _attn_fwd_kernel(
     q_ptrs = (q_ptr + offs_m.to(tl.int64)[:, None] * stride_qt + head * stride_qh
               + offs_d[None, :])
     q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
+    if IS_FP8:
+        sq = tl.load(sq_ptr + head * stride_sqh + offs_m, mask=row_ok, other=1.0)
+    else:
+        sq = None
     k_base = k_ptr + kv_head * stride_kh + offs_d[:, None]
-    v_base = v_ptr + kv_head * stride_vh + offs_d[None, :]
+    # V is [T, Hkv, D] (bf16) or its transposed FP8 copy [Hkv, D, T] (stride_vt == 1): the FP8
+    # MMA wants the token axis, P V's contraction, contiguous.
+    v_base = v_ptr + kv_head * stride_vh + offs_d[None, :].to(tl.int64) * stride_vd
     k_ptrs = k_base + tl.arange(0, BLOCK_N)[None, :].to(tl.int64) * stride_kt
     v_ptrs = v_base + tl.arange(0, BLOCK_N)[:, None].to(tl.int64) * stride_vt
+    sk_ptrs = sk_ptr + kv_head * stride_skh
+    sv_ptrs = sv_ptr + kv_head * stride_skh
 
     # Key-tile ranges: [lo, full_lo) boundary tiles (masked), [full_lo, full_hi) unmasked,
     # [full_hi, hi) diagonal tiles (masked). Keys past the last row are never visible, and
@@ -177,14 +200,17 @@ def _attn_fwd_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     for n in range(lo, full_lo):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_ptrs, v_ptrs, offs_m, seg_start_m,
-                                  n * BLOCK_N, stride_kt, stride_vt, qk_scale, total, BLOCK_N, True)
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
+                                  seg_start_m, n * BLOCK_N, stride_kt, stride_vt, qk_scale, total,
+                                  BLOCK_N, True, IS_FP8)
     for n in range(full_lo, full_hi):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_ptrs, v_ptrs, offs_m, seg_start_m,
-                                  n * BLOCK_N, stride_kt, stride_vt, qk_scale, total, BLOCK_N, False)
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
+                                  seg_start_m, n * BLOCK_N, stride_kt, stride_vt, qk_scale, total,
+                                  BLOCK_N, False, IS_FP8)
     for n in range(full_hi, hi):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_ptrs, v_ptrs, offs_m, seg_start_m,
-                                  n * BLOCK_N, stride_kt, stride_vt, qk_scale, total, BLOCK_N, True)
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
+                                  seg_start_m, n * BLOCK_N, stride_kt, stride_vt, qk_scale, total,
+                                  BLOCK_N, True, IS_FP8)
 
     o = acc / l_i[:, None]
     o_ptrs = o_ptr + offs_m.to(tl.int64)[:, None] * stride_ot + head * stride_oh + offs_d[None, :]
@@ -219,36 +245,59 @@ def _attn_bwd_delta_kernel(o_ptr, do_ptr, delta_ptr, stride_ot, stride_oh, strid
 
 
 @triton.jit
-def _dkdv_tile(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n, start_m,
-               stride_qt, stride_dot, total, qk_scale,
-               BLOCK_M: tl.constexpr, MASKED: tl.constexpr):
+def _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_ptrs, sdo_ptrs,
+               lse_ptrs, delta_ptrs, offs_n, seg_end_n, start_m, stride_qt, stride_dot,
+               stride_qkt, stride_dokt, total, qk_scale,
+               BLOCK_M: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr):
     offs_m = start_m + tl.arange(0, BLOCK_M)
     row_ok = offs_m < total
     shift = tl.cast(start_m, tl.int64)
     qT = tl.load(q_ptrs + shift * stride_qt, mask=row_ok[None, :], other=0.0)  # [D, BLOCK_M]
-    lse = tl.load(lse_ptrs + start_m + tl.arange(0, BLOCK_M), mask=row_ok, other=0.0)
-    xT = _dot(k, qT) * qk_scale  # [BLOCK_N, BLOCK_M]
-    pT = tl.math.exp2(xT - lse[None, :])
+    lse = tl.load(lse_ptrs + offs_m, mask=row_ok, other=0.0)
+    xT = _dot(k, qT)  # [BLOCK_N, BLOCK_M]
+    if IS_FP8:
+        sq_m = tl.load(sq_ptrs + offs_m, mask=row_ok, other=1.0)
+        sdo_m = tl.load(sdo_ptrs + offs_m, mask=row_ok, other=1.0)
+        xT = xT * (sk_n[:, None] * sq_m[None, :])
+    pT = tl.math.exp2(xT * qk_scale - lse[None, :])
     if MASKED:
         visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_m[None, :] < seg_end_n[:, None])
         pT = tl.where(visible, pT, 0.0)
     do = tl.load(do_ptrs + shift * stride_dot, mask=row_ok[:, None], other=0.0)  # [BLOCK_M, D]
-    dv = _dot(_bf16(pT), do, dv)
-    delta = tl.load(delta_ptrs + start_m + tl.arange(0, BLOCK_M), mask=row_ok, other=0.0)
+    delta = tl.load(delta_ptrs + offs_m, mask=row_ok, other=0.0)
     dpT = _dot(v, tl.trans(do))
+    if IS_FP8:
+        # dV = P^T dO over the query axis: dO's per-token scale folded into P^T, rows quantized
+        # over this query tile; dO read from its token-contiguous copy (K-major for the MMA).
+        pf = pT * sdo_m[None, :]
+        sp = e8m0_scale(tl.max(pf, 1))
+        do_k = tl.load(dok_ptrs + shift * stride_dokt, mask=row_ok[:, None], other=0.0)
+        dv = dv + _dot(round_e4m3(pf / sp[:, None]), do_k) * sp[:, None]
+        dpT = dpT * (sv_n[:, None] * sdo_m[None, :])
+    else:
+        dv = _dot(_bf16(pT), do, dv)
     dsT = pT * (dpT - delta[None, :])
-    dk = _dot(_bf16(dsT), tl.trans(qT), dk)
+    if IS_FP8:
+        df = dsT * sq_m[None, :]
+        sd = e8m0_scale(tl.max(tl.abs(df), 1))
+        q_k = tl.load(qk_ptrs + shift * stride_qkt, mask=row_ok[:, None], other=0.0)
+        dk = dk + _dot(round_e4m3(df / sd[:, None]), q_k) * sd[:, None]
+    else:
+        dk = _dot(_bf16(dsT), tl.trans(qT), dk)
     return dk, dv
 
 
-@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV"])
+@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8"])
 @triton.jit
 def _attn_bwd_dkdv_kernel(
-    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, seg_end_ptr, order_ptr,
+    q_ptr, k_ptr, v_ptr, do_ptr, qk_ptr, dok_ptr, sq_ptr, sk_ptr, sv_ptr, sdo_ptr,
+    lse_ptr, delta_ptr, dk_ptr, dv_ptr, seg_end_ptr, order_ptr,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_dot, stride_doh,
-    stride_dkt, stride_dkh, stride_dvt, stride_dvh, stride_lh, total, qk_scale, sm_scale,
+    stride_qkt, stride_qkh, stride_qkd, stride_dokt, stride_dokh, stride_dokd,
+    stride_sqh, stride_skh, stride_dkt, stride_dkh, stride_dvt, stride_dvh, stride_lh,
+    total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr,
 ):
     kv_head = tl.program_id(0)
     tile = tl.load(order_ptr + tl.program_id(1))
@@ -263,6 +312,12 @@ def _attn_bwd_dkdv_kernel(
                 + offs_d[None, :], mask=col_ok[:, None], other=0.0)
     v = tl.load(v_ptr + offs_n.to(tl.int64)[:, None] * stride_vt + kv_head * stride_vh
                 + offs_d[None, :], mask=col_ok[:, None], other=0.0)
+    if IS_FP8:
+        sk_n = tl.load(sk_ptr + kv_head * stride_skh + offs_n, mask=col_ok, other=1.0)
+        sv_n = tl.load(sv_ptr + kv_head * stride_skh + offs_n, mask=col_ok, other=1.0)
+    else:
+        sk_n = None
+        sv_n = None
 
     # Query-tile ranges: [lo, full_lo) diagonal tiles (masked), [full_lo, full_hi) unmasked,
     # [full_hi, hi) tiles reaching past the first key's segment end (masked).
@@ -276,24 +331,35 @@ def _attn_bwd_dkdv_kernel(
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     offs_mb = tl.arange(0, BLOCK_M).to(tl.int64)
+    d64 = offs_d.to(tl.int64)
     for g in range(H_Q // H_KV):  # the query heads reading this kv head: no atomics
         head = kv_head * (H_Q // H_KV) + g
         q_ptrs = q_ptr + head * stride_qh + offs_d[:, None] + offs_mb[None, :] * stride_qt
         do_ptrs = do_ptr + head * stride_doh + offs_d[None, :] + offs_mb[:, None] * stride_dot
+        # token-contiguous copies (FP8 only): [BLOCK_M, D] tiles with the token axis contiguous
+        qk_ptrs = (qk_ptr + head * stride_qkh + d64[None, :] * stride_qkd
+                   + offs_mb[:, None] * stride_qkt)
+        dok_ptrs = (dok_ptr + head * stride_dokh + d64[None, :] * stride_dokd
+                    + offs_mb[:, None] * stride_dokt)
+        sq_ptrs = sq_ptr + head * stride_sqh
+        sdo_ptrs = sdo_ptr + head * stride_sqh
         lse_ptrs = lse_ptr + head * stride_lh
         delta_ptrs = delta_ptr + head * stride_lh
         for m in range(lo, full_lo):
-            dk, dv = _dkdv_tile(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptrs, delta_ptrs, offs_n,
-                                seg_end_n, m * BLOCK_M, stride_qt, stride_dot, total, qk_scale,
-                                BLOCK_M, True)
+            dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
+                                sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
+                                m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
+                                total, qk_scale, BLOCK_M, True, IS_FP8)
         for m in range(full_lo, full_hi):
-            dk, dv = _dkdv_tile(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptrs, delta_ptrs, offs_n,
-                                seg_end_n, m * BLOCK_M, stride_qt, stride_dot, total, qk_scale,
-                                BLOCK_M, False)
+            dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
+                                sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
+                                m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
+                                total, qk_scale, BLOCK_M, False, IS_FP8)
         for m in range(full_hi, hi):
-            dk, dv = _dkdv_tile(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptrs, delta_ptrs, offs_n,
-                                seg_end_n, m * BLOCK_M, stride_qt, stride_dot, total, qk_scale,
-                                BLOCK_M, True)
+            dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
+                                sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
+                                m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
+                                total, qk_scale, BLOCK_M, True, IS_FP8)
 
     dk = dk * sm_scale
     tl.store(dk_ptr + offs_n.to(tl.int64)[:, None] * stride_dkt + kv_head * stride_dkh
@@ -308,32 +374,48 @@ def _attn_bwd_dkdv_kernel(
 
 
 @triton.jit
-def _dq_tile(dq, q, do, lse, delta, k_ptrs, v_ptrs, offs_m, seg_start_m, start_n, stride_kt,
-             stride_vt, qk_scale, total, BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+def _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs, offs_m,
+             seg_start_m, start_n, stride_kt, stride_vt, stride_kkt, qk_scale, total,
+             BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     shift = tl.cast(start_n, tl.int64)
     key_ok = offs_n < total if MASKED else offs_n >= 0
     kT = tl.load(k_ptrs + shift * stride_kt, mask=key_ok[None, :], other=0.0)  # [D, BLOCK_N]
     vT = tl.load(v_ptrs + shift * stride_vt, mask=key_ok[None, :], other=0.0)  # [D, BLOCK_N]
-    x = _dot(q, kT) * qk_scale
-    p = tl.math.exp2(x - lse[:, None])
+    x = _dot(q, kT)
+    dp = _dot(do, vT)
+    if IS_FP8:
+        sk = tl.load(sk_ptrs + offs_n, mask=key_ok, other=1.0)
+        sv = tl.load(sv_ptrs + offs_n, mask=key_ok, other=1.0)
+        x = x * (sq[:, None] * sk[None, :])
+        dp = dp * (sdo[:, None] * sv[None, :])
+    p = tl.math.exp2(x * qk_scale - lse[:, None])
     if MASKED:
         visible = (offs_n[None, :] >= seg_start_m[:, None]) & (offs_n[None, :] <= offs_m[:, None])
         p = tl.where(visible, p, 0.0)
-    dp = _dot(do, vT)
     ds = p * (dp - delta[:, None])
-    dq = _dot(_bf16(ds), tl.trans(kT), dq)
+    if IS_FP8:
+        # dQ = dS K over the key axis: K's per-token scale folded into dS, rows quantized over
+        # this key tile; K read from its token-contiguous copy.
+        df = ds * sk[None, :]
+        sd = e8m0_scale(tl.max(tl.abs(df), 1))
+        k_k = tl.load(kk_ptrs + shift * stride_kkt, mask=key_ok[:, None], other=0.0)
+        dq = dq + _dot(round_e4m3(df / sd[:, None]), k_k) * sd[:, None]
+    else:
+        dq = _dot(_bf16(ds), tl.trans(kT), dq)
     return dq
 
 
-@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV"])
+@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8"])
 @triton.jit
 def _attn_bwd_dq_kernel(
-    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, seg_start_ptr, order_ptr,
+    q_ptr, k_ptr, v_ptr, do_ptr, kk_ptr, sq_ptr, sk_ptr, sv_ptr, sdo_ptr, lse_ptr, delta_ptr,
+    dq_ptr, seg_start_ptr, order_ptr,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_dot, stride_doh,
-    stride_dqt, stride_dqh, stride_lh, total, qk_scale, sm_scale,
+    stride_kkt, stride_kkh, stride_kkd, stride_sqh, stride_skh, stride_dqt, stride_dqh, stride_lh,
+    total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr,
 ):
     head = tl.program_id(0)
     tile = tl.load(order_ptr + tl.program_id(1))
@@ -351,9 +433,19 @@ def _attn_bwd_dq_kernel(
                  mask=row_ok[:, None], other=0.0)
     lse = tl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
     delta = tl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
-    cols = tl.arange(0, BLOCK_N).to(tl.int64)[None, :]
-    k_ptrs = k_ptr + kv_head * stride_kh + offs_d[:, None] + cols * stride_kt
-    v_ptrs = v_ptr + kv_head * stride_vh + offs_d[:, None] + cols * stride_vt
+    if IS_FP8:
+        sq = tl.load(sq_ptr + head * stride_sqh + offs_m, mask=row_ok, other=1.0)
+        sdo = tl.load(sdo_ptr + head * stride_sqh + offs_m, mask=row_ok, other=1.0)
+    else:
+        sq = None
+        sdo = None
+    cols = tl.arange(0, BLOCK_N).to(tl.int64)
+    k_ptrs = k_ptr + kv_head * stride_kh + offs_d[:, None] + cols[None, :] * stride_kt
+    v_ptrs = v_ptr + kv_head * stride_vh + offs_d[:, None] + cols[None, :] * stride_vt
+    kk_ptrs = (kk_ptr + kv_head * stride_kkh + offs_d[None, :].to(tl.int64) * stride_kkd
+               + cols[:, None] * stride_kkt)
+    sk_ptrs = sk_ptr + kv_head * stride_skh
+    sv_ptrs = sv_ptr + kv_head * stride_skh
 
     first_seg_start = tl.load(seg_start_ptr + start_m)
     last_seg_start = tl.load(seg_start_ptr + last_row)
@@ -364,14 +456,17 @@ def _attn_bwd_dq_kernel(
 
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     for n in range(lo, full_lo):
-        dq = _dq_tile(dq, q, do, lse, delta, k_ptrs, v_ptrs, offs_m, seg_start_m, n * BLOCK_N,
-                      stride_kt, stride_vt, qk_scale, total, BLOCK_N, True)
+        dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
+                      offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
+                      qk_scale, total, BLOCK_N, True, IS_FP8)
     for n in range(full_lo, full_hi):
-        dq = _dq_tile(dq, q, do, lse, delta, k_ptrs, v_ptrs, offs_m, seg_start_m, n * BLOCK_N,
-                      stride_kt, stride_vt, qk_scale, total, BLOCK_N, False)
+        dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
+                      offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
+                      qk_scale, total, BLOCK_N, False, IS_FP8)
     for n in range(full_hi, hi):
-        dq = _dq_tile(dq, q, do, lse, delta, k_ptrs, v_ptrs, offs_m, seg_start_m, n * BLOCK_N,
-                      stride_kt, stride_vt, qk_scale, total, BLOCK_N, True)
+        dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
+                      offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
+                      qk_scale, total, BLOCK_N, True, IS_FP8)
     dq = dq * sm_scale
     tl.store(dq_ptr + rows64 * stride_dqt + head * stride_dqh + offs_d[None, :],
              _bf16(dq), mask=row_ok[:, None])
@@ -393,27 +488,47 @@ def _check_unit_d(*ts):
         assert t.stride(-1) == 1, "head dim must be contiguous"
 
 
-def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale):
-    """O [T, Hq, D] (q's dtype) and lse2 [Hq, T] float32. ``order_fwd``: launch order of the
-    query tiles of size ``fwd_blocks(D)[0]``."""
-    _check_unit_d(q, k, v)
+def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
+    """O [T, Hq, D] bf16 and lse2 [Hq, T] float32. ``order_fwd``: launch order of the query tiles
+    of size ``fwd_blocks(D)[0]``.
+
+    BF16: q, k, v bf16 [T, H, D]. FP8 (``fp8`` given): q, k are the E4M3 tensors [T, H, D], and
+    ``fp8`` = {"sq", "sk", "sv": scales [H, T], "vt": V's token-contiguous copy [Hkv, D, T]}.
+    """
+    _check_unit_d(q, k)
     total, hq, d = q.shape
     hkv = k.shape[1]
     block_m, block_n = fwd_blocks(d)
-    o = empty_like(q)
+    o = empty((total, hq, d), dtype=torch.bfloat16, device=q.device)
     lse = empty((hq, total), dtype=torch.float32, device=q.device)
+    if fp8 is None:
+        _check_unit_d(v)
+        sq = sk = sv = lse  # unused (IS_FP8=False)
+        v_args = (v, v.stride(0), v.stride(1), 1)
+        s_strides = (0, 0)
+    else:
+        sq, sk, sv, vt = fp8["sq"], fp8["sk"], fp8["sv"], fp8["vt"]
+        v_args = (vt, 1, vt.stride(0), vt.stride(1))
+        s_strides = (sq.stride(0), sk.stride(0))
     grid = (hq, order_fwd.numel())
     _attn_fwd_kernel[grid](
-        q, k, v, o, lse, seg_start, order_fwd,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        q, k, v_args[0], sq, sk, sv, o, lse, seg_start, order_fwd,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), *v_args[1:], *s_strides,
         o.stride(0), o.stride(1), lse.stride(0), total, softmax_scale * LOG2E,
-        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
+        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, IS_FP8=fp8 is not None,
     )
     return o, lse
 
 
-def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq, softmax_scale):
-    """dq, dk, dv in the inputs' dtype."""
+def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq, softmax_scale,
+                  fp8=None):
+    """dq, dk, dv (bf16, shapes of q, k, v).
+
+    ``do``, ``o``: bf16 [T, Hq, D] (delta = rowsum(dO * O) is computed from them). BF16: q, k, v
+    bf16. FP8 (``fp8`` given): q, k, v are the E4M3 tensors and ``fp8`` = {"do8": E4M3 dO,
+    "qt", "kt", "dot": token-contiguous copies [H, D, T] of Q, K, dO; "sq", "sk", "sv", "sdo":
+    scales [H, T]}.
+    """
     do = do if do.stride(-1) == 1 else do.contiguous()
     _check_unit_d(q, k, v, o)
     total, hq, d = q.shape
@@ -425,22 +540,37 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         o, do, delta, o.stride(0), o.stride(1), do.stride(0), do.stride(1), delta.stride(0),
         total, HEAD_DIM=d, BLOCK_T=block_t,
     )
-    dq, dk, dv = empty_like(q), empty_like(k), empty_like(v)
+    grads = [empty(t.shape, dtype=torch.bfloat16, device=q.device) for t in (q, k, v)]
+    dq, dk, dv = grads
+    is_fp8 = fp8 is not None
+    if is_fp8:
+        do_in = fp8["do8"]
+        qt, kt, dot = fp8["qt"], fp8["kt"], fp8["dot"]
+        sq, sk, sv, sdo = fp8["sq"], fp8["sk"], fp8["sv"], fp8["sdo"]
+        tcopy = lambda t: (1, t.stride(0), t.stride(1))  # token, head, dim strides of [H, D, T]
+        s_strides = (sq.stride(0), sk.stride(0))
+    else:
+        do_in = do
+        qt = kt = dot = q  # unused (IS_FP8=False)
+        sq = sk = sv = sdo = delta
+        tcopy = lambda t: (0, 0, 0)
+        s_strides = (0, 0)
     qk_scale = softmax_scale * LOG2E
     bm, bn = bwd_blocks(d)
     _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
-        q, k, v, do, lse, delta, dk, dv, seg_end, order_dkdv,
+        q, k, v, do_in, qt, dot, sq, sk, sv, sdo, lse, delta, dk, dv, seg_end, order_dkdv,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        do.stride(0), do.stride(1), dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
-        lse.stride(0), total, qk_scale, softmax_scale,
-        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
+        do_in.stride(0), do_in.stride(1), *tcopy(qt), *tcopy(dot), *s_strides,
+        dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1), lse.stride(0),
+        total, qk_scale, softmax_scale,
+        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8,
     )
     bm, bn = dq_blocks(d)
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
-        q, k, v, do, lse, delta, dq, seg_start, order_dq,
+        q, k, v, do_in, kt, sq, sk, sv, sdo, lse, delta, dq, seg_start, order_dq,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        do.stride(0), do.stride(1), dq.stride(0), dq.stride(1), lse.stride(0), total,
-        qk_scale, softmax_scale,
-        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
+        do_in.stride(0), do_in.stride(1), *tcopy(kt), *s_strides,
+        dq.stride(0), dq.stride(1), lse.stride(0), total, qk_scale, softmax_scale,
+        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8,
     )
     return dq, dk, dv

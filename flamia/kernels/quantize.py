@@ -1,0 +1,102 @@
+"""Fused per-(token, head) MX quantization in Triton: E4M3 data, E8M0 scales, transposed copy.
+
+One pass over x [T, H, D] (bf16) writes
+    x8_THD  [T, H, D]  E4M3 values
+    xt8_HDT [H, D, T]  the same bytes transposed: Hopper's FP8 MMA reads its B operand K-major,
+                       so a matmul contracting over tokens (P V, dS K, P^T dO, dS^T Q) reads this
+                       copy; same values, other layout
+    s_HT    [H, T]     float32 power-of-two scales 2^ceil(log2(amax / 448)) (E8M0 values; 1 for
+                       an all-zero row)
+Numerics are flamia.formats.quantize_mx(x, E4M3, block_dim=-1) exactly (bit-exact on the GPU).
+
+Storage: float8_e4m3fn on the GPU. Under the Triton interpreter (CPU) the fp32 -> fp8 cast is
+wrong for values near and below the smallest normal (checked with triton 3.9), so there the
+E4M3 rounding is done by hand in fp32 and the values are stored in bfloat16, which holds every
+E4M3 value exactly: same values, wider container.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+IS_INTERPRETER = tl.constexpr(INTERPRET)
+FP8_STORAGE = torch.bfloat16 if INTERPRET else torch.float8_e4m3fn
+E4M3_MAX = 448.0
+
+
+@triton.jit
+def e8m0_scale(amax):
+    """2^ceil(log2(amax / 448)) from the bits of amax (amax >= 0, finite), clamped to E8M0's
+    [-127, 127]; 1 where amax == 0. 448 = 1.75 * 2^8: one power of two more when amax's mantissa
+    exceeds 1.75 (fraction bits > 0x600000)."""
+    bits = amax.to(tl.uint32, bitcast=True)
+    e = ((bits >> 23) & 0xFF).to(tl.int32) - 127
+    frac = bits & 0x7FFFFF
+    exp = e - 8 + (frac > 0x600000).to(tl.int32)
+    exp = tl.minimum(tl.maximum(exp, -127), 127)
+    exp = tl.where(amax == 0.0, 0, exp)
+    # 2^exp as a float: exponent field exp + 127 (>= 0); exp = -127 is the fp32 subnormal 2^-127.
+    normal = ((exp + 127).to(tl.uint32) << 23).to(tl.float32, bitcast=True)
+    return tl.where(exp == -127, 5.877471754111438e-39, normal)
+
+
+@triton.jit
+def round_e4m3(x):
+    """Saturating round-to-nearest-even to E4M3 (input already divided by its scale). Returns
+    the FP8 storage type: float8e4nv on the GPU (hardware cvt.rn.satfinite), bf16 holding the
+    E4M3 value under the interpreter (rounding by hand)."""
+    x = tl.minimum(tl.maximum(x, -448.0), 448.0)
+    if IS_INTERPRETER:
+        bits = x.to(tl.uint32, bitcast=True)
+        e = tl.maximum(((bits >> 23) & 0xFF).to(tl.int32) - 127, -6)
+        quantum = ((e - 3 + 127).to(tl.uint32) << 23).to(tl.float32, bitcast=True)
+        t = x / quantum
+        f = tl.math.floor(t)
+        d = t - f
+        odd = (f - 2.0 * tl.math.floor(f * 0.5)) != 0.0
+        r = tl.where(d > 0.5, f + 1.0, tl.where(d < 0.5, f, tl.where(odd, f + 1.0, f)))
+        return (r * quantum).to(tl.bfloat16)
+    return x.to(tl.float8e4nv)
+
+
+@triton.jit
+def _quantize_token_kernel(
+    x_ptr, x8_ptr, xt8_ptr, s_ptr,
+    stride_xt, stride_xh, stride_8t, stride_8h, stride_th, stride_td, stride_sh, total,
+    HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr, WRITE_T: tl.constexpr,
+):
+    head = tl.program_id(1)
+    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    offs_d = tl.arange(0, HEAD_DIM)
+    ok = offs_t < total
+    rows = offs_t.to(tl.int64)[:, None]
+    x = tl.load(x_ptr + rows * stride_xt + head * stride_xh + offs_d[None, :], mask=ok[:, None],
+                other=0.0).to(tl.float32)
+    scale = e8m0_scale(tl.max(tl.abs(x), 1))
+    x8 = round_e4m3(x / scale[:, None])  # exact division by a power of two
+    tl.store(x8_ptr + rows * stride_8t + head * stride_8h + offs_d[None, :], x8, mask=ok[:, None])
+    if WRITE_T:
+        tl.store(xt8_ptr + head * stride_th + offs_d[None, :].to(tl.int64) * stride_td
+                 + offs_t[:, None], x8, mask=ok[:, None])
+    tl.store(s_ptr + head * stride_sh + offs_t, scale, mask=ok)
+
+
+def quantize_mx_token(x: torch.Tensor, transposed: bool = True):
+    """(x8 [T, H, D], xt8 [H, D, T] or None, scale [H, T] float32) of x [T, H, D]."""
+    assert x.stride(-1) == 1
+    total, h, d = x.shape
+    x8 = torch.empty((total, h, d), dtype=FP8_STORAGE, device=x.device)
+    xt8 = torch.empty((h, d, total), dtype=FP8_STORAGE, device=x.device) if transposed else x8
+    scale = torch.empty((h, total), dtype=torch.float32, device=x.device)
+    block_t = 32 if INTERPRET else 64
+    _quantize_token_kernel[(triton.cdiv(total, block_t), h)](
+        x, x8, xt8, scale, x.stride(0), x.stride(1), x8.stride(0), x8.stride(1),
+        xt8.stride(0) if transposed else 0, xt8.stride(1) if transposed else 0, scale.stride(0),
+        total, HEAD_DIM=d, BLOCK_T=block_t, WRITE_T=transposed, num_warps=4,
+    )
+    return x8, (xt8 if transposed else None), scale
