@@ -91,9 +91,13 @@ def causal_flops(lengths, hq, d) -> float:
 # ------------------------------------------------------------------------------------------
 
 
-def prep_flamia(q, k, v, cu, lengths, L):
+def prep_flamia(q, k, v, cu, lengths, L, recipe="bf16"):
     max_len = max(lengths)
-    return lambda: flamia.attention(q, k, v, cu, max_len, recipe="bf16", impl="triton")
+    return lambda: flamia.attention(q, k, v, cu, max_len, recipe=recipe, impl="triton")
+
+
+def prep_flamia_mxfp8(q, k, v, cu, lengths, L):
+    return prep_flamia(q, k, v, cu, lengths, L, recipe="mxfp8")
 
 
 _flex_compiled = None
@@ -160,11 +164,16 @@ def prep_cudnn_dense(q, k, v, cu, lengths, L):
 
 PROVIDERS = {
     "flamia-bf16": prep_flamia,
+    "flamia-mxfp8": prep_flamia_mxfp8,
     "flex": prep_flex,
     "varlen": prep_varlen,
     "cudnn-dense": prep_cudnn_dense,
 }
 BASELINES = ("flex", "varlen", "cudnn-dense")
+# Correctness gate before timing (relative L2 error vs the fp32 reference): bf16 providers sit
+# near 3e-3; FP8 recipes sit near their input-quantization floor (~4-6%, DESIGN.md s6), so their
+# gate only proves that attention is computed; their precision is the accuracy table's job.
+CHECK_TOL = {"flamia-mxfp8": 0.12}
 
 
 # ------------------------------------------------------------------------------------------
@@ -242,6 +251,7 @@ def environment() -> dict:
 
 
 def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2):
+    """All providers on one workload: same inputs, checked, then timed."""
     lengths = packed_lengths(dist, rows, L, seed)
     total = rows * L
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -259,7 +269,7 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2):
             fn = PROVIDERS[name](q, k, v, cu, lengths, L)
             errs = check(fn, q, k, v, do, ref)
             row["rel_err"] = errs
-            if max(errs.values()) > tol:
+            if max(errs.values()) > CHECK_TOL.get(name, tol):
                 row["error"] = f"failed correctness check (rel err {errs}), not timed"
             else:
                 fwd, both = time_provider(fn, q, k, v, do)
@@ -274,7 +284,7 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2):
     from triton.testing import do_bench
     plan_ms = do_bench(lambda: batch_plan(cu, total, d), warmup=10, rep=50, return_mode="median")
     for r in results:
-        if r["provider"] == "flamia-bf16":
+        if r["provider"].startswith("flamia"):
             r["plan_ms_per_batch"] = plan_ms
     base = [r["fwd_bwd_ms"] for r in results if r["provider"] in BASELINES and "fwd_bwd_ms" in r]
     for r in results:
@@ -307,6 +317,8 @@ def main(argv=None):
     ap.add_argument("--providers", nargs="+", default=list(PROVIDERS))
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--accuracy", action="store_true",
+                    help="also print/write the accuracy table (flamia.report) with the kernels")
     ap.add_argument("--dists", nargs="+", choices=DISTRIBUTIONS,
                     help="with --quick: these distributions (B=4, L=8k, Hq=Hkv=16, D=128)")
     args = ap.parse_args(argv)
@@ -343,6 +355,24 @@ def main(argv=None):
             f.write("Environment: " + ", ".join(f"{k}={v}" for k, v in env.items()) + "\n\n")
             f.write(table + "\n")
     print("\n" + table)
+    if args.accuracy:
+        from flamia.report import accuracy_checks, accuracy_rows, format_accuracy
+
+        acc = accuracy_rows("triton", total=512, hq=2, hkv=2, d=128, device="cuda")
+        checks = accuracy_checks(acc)
+        text = ("\n## Accuracy (relative L2 error vs float64 exact; T=512, one document, H=2, "
+                "D=128; impl column: triton where the recipe has a kernel)\n\n"
+                + format_accuracy(acc) + "\n\n"
+                + "\n".join(f"- {'PASS' if ok else 'FAIL'} {t}" for t, ok in checks) + "\n")
+        print(text)
+        with open(base + ".md", "a") as f:
+            f.write(text)
+        with open(base + ".json") as f:
+            blob = json.load(f)
+        blob["accuracy"] = acc
+        blob["accuracy_checks"] = checks
+        with open(base + ".json", "w") as f:
+            json.dump(blob, f, indent=1)
     print(f"\nwritten: {base}.json, {base}.md")
 
 

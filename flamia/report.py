@@ -22,6 +22,7 @@ import torch
 
 from . import attention
 from .probes import adversarial_cu_seqlens, probe_attention
+from .ops import TRITON_RECIPES
 from .recipes import LEAKY_RECIPES, RECIPES, SAFE_RECIPES, get_recipe
 from .reference import attention_forward_backward, exact_attention, quantize_operand
 
@@ -75,17 +76,20 @@ def accuracy_rows(impl="reference", total=512, hq=2, hkv=2, d=128, seed=0, devic
         q, k, v, do = make_inputs(kind, total, hq, hkv, d, seed, device)
         ref = attention_forward_backward(exact_attention, q, k, v, do.double(), cu)
         for name in REPORT_RECIPES:
+            # recipes without a Triton kernel are reported from the reference
+            use = impl if impl == "reference" or name in TRITON_RECIPES else "reference"
             got = attention_forward_backward(
-                lambda *a, **kw: attention(*a, total, recipe=name, impl=impl), q, k, v, do, cu
+                lambda *a, **kw: attention(*a, total, recipe=name, impl=use), q, k, v, do, cu
             )
-            rows.append({"input": kind, "recipe": name, **_errors(got, ref)})
+            rows.append({"input": kind, "recipe": name, "impl": use, **_errors(got, ref)})
             rec = get_recipe(name)
             if name in ("mxfp8", "nvfp4_fp8"):
                 deq = [_dequantized(t, s) for t, s in zip((q, k, v), (rec.q, rec.k, rec.v))]
                 floor = attention_forward_backward(
                     exact_attention, *deq, _dequantized(do, rec.do), cu
                 )
-                rows.append({"input": kind, "recipe": f"{name} floor", **_errors(floor, ref)})
+                rows.append({"input": kind, "recipe": f"{name} floor", "impl": "float64",
+                             **_errors(floor, ref)})
     return rows
 
 
@@ -112,9 +116,10 @@ def leakage_rows(impl="reference", total=320, hq=4, hkv=2, d=64, seed=0, device=
     q, k, v, do = make_inputs("normal", total, hq, hkv, d, seed, device)
     rows = []
     for name in SAFE_RECIPES + LEAKY_RECIPES:
-        fn = lambda q_, k_, v_, cu_: attention(q_, k_, v_, cu_, total, recipe=name, impl=impl)
+        use = impl if impl == "reference" or name in TRITON_RECIPES else "reference"
+        fn = lambda q_, k_, v_, cu_: attention(q_, k_, v_, cu_, total, recipe=name, impl=use)
         for res in probe_attention(fn, q, k, v, cu, do).values():
-            rows.append({"recipe": name, "leaky_control": RECIPES[name].leaky,
+            rows.append({"recipe": name, "impl": use, "leaky_control": RECIPES[name].leaky,
                          "probe": res.probe, "max_abs_delta": res.max_abs_delta,
                          "where": res.where})
     return rows
@@ -122,11 +127,12 @@ def leakage_rows(impl="reference", total=320, hq=4, hkv=2, d=64, seed=0, device=
 
 def format_accuracy(rows) -> str:
     cols = list(TENSORS) + ["O_worst_token"]
-    head = f"| {'input':<12} | {'recipe':<16} | " + " | ".join(f"{c:>13}" for c in cols) + " |"
-    lines = [head, "|---|---|" + "---:|" * len(cols)]
+    head = (f"| {'input':<12} | {'recipe':<16} | {'impl':<9} | "
+            + " | ".join(f"{c:>13}" for c in cols) + " |")
+    lines = [head, "|---|---|---|" + "---:|" * len(cols)]
     for r in rows:
         lines.append(
-            f"| {r['input']:<12} | {r['recipe']:<16} | "
+            f"| {r['input']:<12} | {r['recipe']:<16} | {r.get('impl', ''):<9} | "
             + " | ".join(f"{100 * r[c]:>12.3f}%" for c in cols) + " |"
         )
     return "\n".join(lines)
@@ -161,7 +167,8 @@ def main(argv=None) -> int:
         leak_ok.append(ok)
         status = "PASS" if ok else "FAIL"
         expect = "leak expected" if expect_leak else "0 required"
-        print(f"  {status}  {r['recipe']:<15} {r['probe']:<16} max|delta|={r['max_abs_delta']:.3e}"
+        print(f"  {status}  {r['recipe']:<15} {r['impl']:<9} {r['probe']:<16} "
+              f"max|delta|={r['max_abs_delta']:.3e}"
               f"  ({expect})")
     if args.json:
         with open(args.json, "w") as f:

@@ -477,9 +477,8 @@ def _attn_bwd_dq_kernel(
 # ------------------------------------------------------------------------------------------
 
 
-# Output allocators: tests replace them with NaN-filled allocations to prove that every output
+# Output allocator: tests replace it with a NaN-filled allocation to prove that every output
 # element is written.
-empty_like = torch.empty_like
 empty = torch.empty
 
 
