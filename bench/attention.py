@@ -191,12 +191,12 @@ def segment_reference(q, k, v, do, lengths):
     outs, start = [], 0
     for n in lengths:
         sl = slice(start, start + n)
-        tq = qs[sl].transpose(0, 1)
-        tk = ks[sl].repeat_interleave(group, 1).transpose(0, 1)
-        tv = vs[sl].repeat_interleave(group, 1).transpose(0, 1)
+        tq = qs[sl].transpose(0, 1).unsqueeze(0)  # [1, H, l, D]: the fused kernels want 4-D
+        tk = ks[sl].repeat_interleave(group, 1).transpose(0, 1).unsqueeze(0)
+        tv = vs[sl].repeat_interleave(group, 1).transpose(0, 1).unsqueeze(0)
         with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
             o_seg = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
-        outs.append(o_seg.transpose(0, 1))
+        outs.append(o_seg.squeeze(0).transpose(0, 1))
         start += n
     o = torch.cat(outs)
     with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
