@@ -247,7 +247,7 @@ class _ReferenceAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, cu_seqlens, scale, recipe):
         o, lse2 = _forward(q, k, v, cu_seqlens, scale, recipe)
-        o = o.to(q.dtype)
+        o = o.to(q.dtype).contiguous()
         ctx.save_for_backward(q, k, v, o, lse2, cu_seqlens)
         ctx.scale, ctx.recipe = scale, recipe
         return o
@@ -256,7 +256,8 @@ class _ReferenceAttention(torch.autograd.Function):
     def backward(ctx, do):
         q, k, v, o, lse2, cu_seqlens = ctx.saved_tensors
         dq, dk, dv = _backward(q, k, v, o, lse2, do, cu_seqlens, ctx.scale, ctx.recipe)
-        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None
+        grads = (g.to(t.dtype).contiguous() for g, t in zip((dq, dk, dv), (q, k, v)))
+        return (*grads, None, None, None)
 
 
 def reference_attention(q, k, v, cu_seqlens, *, recipe="bf16", softmax_scale=None):
