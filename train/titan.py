@@ -17,9 +17,11 @@ Extension points used (no fork, no copy of torchtitan code):
 
 # no "from __future__ import annotations": tyro resolves the [flamia] section's types at run time
 
+import json
 import os
 import pickle
 import resource
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -162,6 +164,40 @@ def _flex_document_mask(positions):
 
 
 # ------------------------------------------------------------------------------------------
+# Metrics: torchtitan's sinks (console, TensorBoard, wandb) plus a JSONL record per logged step
+# ------------------------------------------------------------------------------------------
+
+
+class FlamiaMetricsProcessor(tt_metrics.MetricsProcessor):
+    """Adds <dump_folder>/metrics.jsonl (global rank 0): one JSON object per logged step with the
+    exact values (floats as Python reprs) - see README "Metrics" for the schema."""
+
+    def __init__(self, job_config, parallel_dims, tag=None):
+        super().__init__(job_config, parallel_dims, tag)
+        self.jsonl_path = None
+        if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
+            os.makedirs(job_config.job.dump_folder, exist_ok=True)
+            self.jsonl_path = os.path.join(job_config.job.dump_folder, "metrics.jsonl")
+
+    def log(self, step, global_avg_loss, global_max_loss, grad_norm, extra_metrics=None):
+        tokens = self.ntokens_since_last_log
+        elapsed = time.perf_counter() - self.time_last_log
+        super().log(step, global_avg_loss, global_max_loss, grad_norm, extra_metrics)
+        if self.jsonl_path is None:
+            return
+        record = {"step": step, "loss": float(global_avg_loss),
+                  "max_loss": float(global_max_loss), "grad_norm": float(grad_norm),
+                  "tokens_per_s": tokens / elapsed if elapsed > 0 else None,
+                  "time": time.time(), **(extra_metrics or {})}
+        with open(self.jsonl_path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def build_flamia_metrics_processor(job_config, parallel_dims, model_args=None, tag=None):
+    return FlamiaMetricsProcessor(job_config, parallel_dims, tag)
+
+
+# ------------------------------------------------------------------------------------------
 # Tokenizer and data
 # ------------------------------------------------------------------------------------------
 
@@ -241,6 +277,7 @@ register_train_spec(MODEL_NAME, TrainSpec(
     build_dataloader_fn=build_flamia_dataloader,
     build_tokenizer_fn=build_flamia_tokenizer,
     build_loss_fn=build_cross_entropy_loss,
+    build_metrics_processor_fn=build_flamia_metrics_processor,
 ))
 
 
