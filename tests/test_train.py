@@ -123,3 +123,15 @@ def test_model_level_probes(backend, leaks_causal, leaks_cross):
     cross = model_cross_document_probe(fn, tokens, [(0, 0, 40)], 64, replacement=63)
     assert (causal.max_abs_delta > 0) == leaks_causal, str(causal)
     assert (cross.max_abs_delta > 0) == leaks_cross, str(cross)
+
+
+@pytest.mark.parametrize("config", sorted(f for f in os.listdir(os.path.join(REPO, "configs"))
+                                          if f.endswith(".toml")))
+def test_shipped_configs_parse_and_validate(config):
+    from torchtitan.config import ConfigManager
+
+    from train.titan import validate_job_config
+
+    cfg = ConfigManager().parse_args(["--job.config_file", os.path.join(REPO, "configs", config)])
+    validate_job_config(cfg)
+    assert cfg.model.name == "flamia_llama3" and cfg.job.custom_config_module == "train.titan"
