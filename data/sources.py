@@ -55,8 +55,12 @@ def fetch_debian_package(package: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     debs = glob.glob(str(root / f"{package}_*.deb"))
     if not debs:
-        proc = subprocess.run(["apt-get", "download", package], cwd=root, capture_output=True,
-                              text=True)
+        download = lambda: subprocess.run(["apt-get", "download", package], cwd=root,
+                                          capture_output=True, text=True)
+        proc = download()
+        if proc.returncode != 0:  # a fresh machine may have no package lists yet
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True)
+            proc = download()
         debs = glob.glob(str(root / f"{package}_*.deb"))
         if proc.returncode != 0 or not debs:
             raise RuntimeError(
