@@ -2,6 +2,7 @@
 config validation, and model-level leakage probes on the torchtitan model."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -26,13 +27,89 @@ def losses(folder):
         return {r["step"]: r["loss"] for r in map(json.loads, f)}
 
 
-def test_two_process_training_loss_goes_down(tmp_path):
-    proc = torchrun(tmp_path, "--training.steps", "20")
+def records(folder):
+    with open(os.path.join(folder, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+DOCUMENTED_KEYS = {"step", "loss", "max_loss", "grad_norm", "tokens_per_s", "mfu_pct",
+                   "memory_gib", "time", "lr", "grad/max_abs", "grad/nonfinite_count",
+                   "grad_norm/attn_q", "grad_norm/attn_k", "grad_norm/attn_v", "grad_norm/attn_o",
+                   "grad_norm/mlp", "grad_norm/norm", "grad_norm/embedding", "grad_norm/output",
+                   "grad_norm/layer_00", "update_ratio/attn_q", "update_ratio/mlp"}
+
+
+@pytest.fixture(scope="module")
+def debug_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("debug_run")
+    proc = torchrun(folder, "--training.steps", "20")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    loss = losses(tmp_path)
+    return folder
+
+
+def test_two_process_training_loss_goes_down(debug_run):
+    loss = losses(debug_run)
     assert sorted(loss) == list(range(1, 21))
     first, last = sum(loss[s] for s in (1, 2, 3)) / 3, sum(loss[s] for s in (18, 19, 20)) / 3
     assert last < first - 1.0, f"loss did not go down enough: {first:.3f} -> {last:.3f}"
+
+
+def test_metrics_records_have_documented_keys_and_sane_values(debug_run):
+    recs = records(debug_run)
+    for r in recs:
+        missing = DOCUMENTED_KEYS - set(r)
+        assert not missing, f"step {r['step']}: missing {sorted(missing)}"
+        assert r["grad/nonfinite_count"] == 0 and r["grad/max_abs"] > 0
+        assert r["tokens_per_s"] > 0 and r["memory_gib"] > 0
+        assert 0 < r["update_ratio/attn_q"] < 1
+        # the group norms compose the total (before clipping): sum of squares over kinds
+        kinds = ("attn_q", "attn_k", "attn_v", "attn_o", "mlp", "norm", "embedding", "output")
+        total = sum(r[f"grad_norm/{k}"] ** 2 for k in kinds) ** 0.5
+        assert abs(total - r["grad_norm"]) < 1e-3 * r["grad_norm"]
+    probes = [r for r in recs if "probe/causal_max_abs_delta" in r]
+    assert [r["step"] for r in probes] == [5, 10, 15, 20]
+    for r in probes:  # bf16-reference: exactly 0
+        assert r["probe/causal_max_abs_delta"] == 0.0
+        assert r["probe/cross_document_max_abs_delta"] == 0.0
+    with open(os.path.join(debug_run, "run.json")) as f:
+        info = json.load(f)
+    assert info["attention"] == "bf16-reference" and info["recipe"] == "bf16"
+    assert info["config"]["flamia"]["attention"] == "bf16-reference"
+
+
+def test_in_training_probe_catches_leaky_control_and_compare_report(tmp_path, debug_run):
+    leaky = tmp_path / "leaky"
+    proc = torchrun(leaky, "--training.steps", "10", "--flamia.attention",
+                    "flamia-fp8_tensorwise", "--flamia.allow_leaky_attention", nproc=1)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "LEAKAGE PROBE NON-ZERO" in proc.stderr + proc.stdout
+    probes = [r for r in records(leaky) if "probe/cross_document_max_abs_delta" in r]
+    assert probes and max(r["probe/cross_document_max_abs_delta"] for r in probes) > 0
+    out = tmp_path / "report.png"
+    done = subprocess.run([sys.executable, "-m", "train.compare", str(debug_run), str(leaky),
+                           "--out", str(out), "--smooth", "3", "--tail", "3"], cwd=REPO,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_size > 10_000
+    md = (tmp_path / "report.md").read_text()
+    assert "gap vs bf16" in md and "Leakage probes non-zero in: leaky" in md
+
+
+@pytest.mark.parametrize("policy", ["skip", "stop"])
+def test_nonfinite_guard(tmp_path, policy):
+    proc = torchrun(tmp_path, "--training.steps", "5", "--flamia.inject_nan_step", "3",
+                    "--flamia.nonfinite_policy", policy, "--flamia.probe_freq", "0", nproc=1)
+    text = proc.stderr + proc.stdout
+    assert "non-finite gradient norm at step 3" in text
+    if policy == "skip":
+        assert proc.returncode == 0, text[-3000:]
+        recs = {r["step"]: r for r in records(tmp_path)}
+        assert sorted(recs) == [1, 2, 3, 4, 5]
+        assert recs[3]["skipped_steps"] == 1 and recs[3]["grad/nonfinite_count"] > 0
+        assert all(math.isfinite(recs[s]["loss"]) for s in (4, 5))
+    else:
+        assert proc.returncode != 0
+        assert "stopping" in text
 
 
 def test_resume_is_bitwise_equal(tmp_path):

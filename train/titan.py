@@ -33,6 +33,7 @@ from data.tokenizer import train_tokenizer
 from model.attention import (
     FLAMIA_BACKENDS, LEAKY_BACKENDS, PackedDocumentAttention, check_backend,
 )
+from train.observe import SpikeDetector, UpdateRatio, gradient_statistics, leakage_probes
 
 import torchtitan.components.metrics as tt_metrics
 import torchtitan.distributed.parallel_dims as tt_parallel_dims
@@ -46,6 +47,7 @@ from torchtitan.components.tokenizer import HuggingFaceTokenizer
 from torchtitan.models.attention import VarlenMetadata
 from torchtitan.models.llama3 import Transformer, TransformerModelArgs, parallelize_llama
 from torchtitan.protocols.train_spec import TrainSpec, register_train_spec
+from torchtitan.tools.logging import logger as tt_logger
 from torchtitan.train import Trainer
 
 MODEL_NAME = "flamia_llama3"
@@ -73,6 +75,18 @@ class Flamia:
     """Use only the first max_docs documents (0: all)."""
     allow_leaky_attention: bool = False
     """The leaky control recipes exist for the probes; training with one needs this flag."""
+    probe_freq: int = 50
+    """Run the model-level leakage probes every probe_freq steps (0: never)."""
+    grad_stats: bool = True
+    """Per-group gradient norms, max |grad|, non-finite count, update/weight ratios, on log steps."""
+    nonfinite_policy: str = "skip"
+    """A non-finite gradient norm: "skip" the optimizer step (counted, logged) or "stop"."""
+    spike_window: int = 50
+    spike_zscore: float = 6.0
+    experiment: str = ""
+    """Experiment (wandb group): BF16 and FLAMIA runs of one experiment share it."""
+    inject_nan_step: int = 0
+    """Testing aid: make the loss NaN at this step (0: never)."""
 
 
 @dataclass
@@ -179,16 +193,25 @@ class FlamiaMetricsProcessor(tt_metrics.MetricsProcessor):
             os.makedirs(job_config.job.dump_folder, exist_ok=True)
             self.jsonl_path = os.path.join(job_config.job.dump_folder, "metrics.jsonl")
 
+    flamia_extra: dict = {}  # filled by FlamiaTrainer (gradient statistics, probes, guards)
+
     def log(self, step, global_avg_loss, global_max_loss, grad_norm, extra_metrics=None):
         tokens = self.ntokens_since_last_log
         elapsed = time.perf_counter() - self.time_last_log
+        extra_metrics = {**(extra_metrics or {}), **self.flamia_extra}
+        self.flamia_extra = {}
+        if getattr(self, "spikes", None) is not None:
+            extra_metrics.update(self.spikes.update(float(global_avg_loss)))
         super().log(step, global_avg_loss, global_max_loss, grad_norm, extra_metrics)
         if self.jsonl_path is None:
             return
         record = {"step": step, "loss": float(global_avg_loss),
                   "max_loss": float(global_max_loss), "grad_norm": float(grad_norm),
                   "tokens_per_s": tokens / elapsed if elapsed > 0 else None,
-                  "time": time.time(), **(extra_metrics or {})}
+                  "mfu_pct": (100 * self.num_flops_per_token * tokens / elapsed
+                              / self.gpu_peak_flops if elapsed > 0 else None),
+                  "memory_gib": self.device_memory_monitor.get_peak_stats().max_reserved_gib,
+                  "time": time.time(), **extra_metrics}
         with open(self.jsonl_path, "a") as f:
             f.write(json.dumps(record) + "\n")
 
@@ -316,15 +339,124 @@ def validate_job_config(job_config) -> None:
             raise FileNotFoundError(f"flamia.corpus {corpus!r} is neither an embedded corpus "
                                     f"({', '.join(EMBEDDED)}) nor an existing file, directory "
                                     f"or glob")
+    if cfg.nonfinite_policy not in ("skip", "stop"):
+        raise ValueError(f"flamia.nonfinite_policy must be 'skip' or 'stop', got "
+                         f"{cfg.nonfinite_policy!r}")
     tp = cfg.tokenizer_corpus
     if tp and tp not in EMBEDDED and not os.path.exists(tp):
         raise FileNotFoundError(f"flamia.tokenizer_corpus {tp!r} does not exist")
 
 
 class FlamiaTrainer(Trainer):
+    """torchtitan's Trainer plus: config checks first; gradient statistics and the non-finite
+    guard around torchtitan's gradient clipping and optimizer step; loss-spike detection;
+    in-training leakage probes; run.json (resolved config) and wandb grouping."""
+
     def __init__(self, job_config):
         validate_job_config(job_config)
+        cfg = job_config.flamia
+        run_name = job_config.job.description
+        # wandb (through torchtitan's logger) reads these when the metrics processor is built
+        os.environ.setdefault("WANDB_RUN_GROUP", cfg.experiment or run_name)
+        os.environ.setdefault("WANDB_RUN_NAME", run_name)
+        os.environ.setdefault("WANDB_PROJECT", "flamia")
         super().__init__(job_config)
+        self.skipped_steps = 0
+        self._log_step = False
+        self.metrics_processor.spikes = SpikeDetector(cfg.spike_window, cfg.spike_zscore)
+        self._install_gradient_hooks()
+        self._probe_batch = self._build_probe_batch() if cfg.probe_freq else None
+        if torch.distributed.get_rank() == 0:
+            os.makedirs(job_config.job.dump_folder, exist_ok=True)
+            info = {"name": run_name, "attention": cfg.attention,
+                    "recipe": FLAMIA_BACKENDS.get(cfg.attention, (cfg.attention,))[0],
+                    "experiment": cfg.experiment or run_name, "seed": job_config.debug.seed,
+                    "config": job_config.to_dict()}
+            with open(os.path.join(job_config.job.dump_folder, "run.json"), "w") as f:
+                json.dump(info, f, indent=1, default=str)
+
+    # -- gradients: statistics before clipping, non-finite guard, update ratios ------------
+    def _install_gradient_hooks(self):
+        cfg = self.job_config.flamia
+        original_clip = tt_dist_utils.clip_grad_norm_
+        trainer = self
+
+        def clip_with_statistics(parameters, *args, **kwargs):
+            parameters = list(parameters)
+            if cfg.inject_nan_step and trainer.step == cfg.inject_nan_step:
+                for p in parameters:  # the testing aid of flamia.inject_nan_step
+                    if p.grad is not None:
+                        p.grad.fill_(float("nan"))
+                        break
+            if trainer._log_step and cfg.grad_stats:
+                named = [(n, p) for m in trainer.model_parts for n, p in m.named_parameters()]
+                trainer.metrics_processor.flamia_extra.update(gradient_statistics(named))
+            total = original_clip(parameters, *args, **kwargs)
+            trainer._nonfinite = not torch.isfinite(total).item()
+            return total
+
+        tt_dist_utils.clip_grad_norm_ = clip_with_statistics
+        optimizer_step = self.optimizers.step
+
+        def guarded_step(*args, **kwargs):
+            if self._nonfinite:
+                self.skipped_steps += 1
+                self.metrics_processor.flamia_extra["skipped_steps"] = self.skipped_steps
+                msg = (f"non-finite gradient norm at step {self.step} "
+                       f"(policy {cfg.nonfinite_policy!r}, {self.skipped_steps} so far)")
+                if cfg.nonfinite_policy == "stop":
+                    raise RuntimeError(msg + ": stopping; set flamia.nonfinite_policy = "
+                                       "\"skip\" to skip such steps instead")
+                tt_logger.warning(msg + ": optimizer step skipped")
+                return None
+            ratio = None
+            if self._log_step and cfg.grad_stats:
+                ratio = UpdateRatio([(n, p) for m in self.model_parts
+                                     for n, p in m.named_parameters()])
+            out = optimizer_step(*args, **kwargs)
+            if ratio is not None:
+                self.metrics_processor.flamia_extra.update(ratio.finish())
+            return out
+
+        self.optimizers.step = guarded_step
+        self._nonfinite = False
+
+    # -- leakage probes ------------------------------------------------------------------
+    def _build_probe_batch(self):
+        """A held-out packed batch (2 rows, another seed than training), per rank."""
+        cfg = self.job_config.flamia
+        shards = self.dataloader.loader.shards
+        loader = PackedLoader(shards, self.job_config.training.seq_len, 2,
+                              rank=self.dataloader.loader.rank,
+                              world_size=self.dataloader.loader.world_size,
+                              seed=(self.job_config.debug.seed or 0) + 1_000_003)
+        b = loader.next_batch()
+        keep = [self.tokenizer.bos_id] if self.tokenizer is not None else []
+        return b["input_ids"].to(self.device), b["positions"].to(self.device), keep
+
+    def run_probes(self) -> dict:
+        tokens, positions, keep = self._probe_batch
+        model = self.model_parts[0]
+
+        def logits(tok):
+            masks = None
+            if self.model_args.attn_type != "sdpa":
+                masks = model.get_attention_masks(tok, self.tokenizer, {"positions": positions})
+            return model(tok, attention_masks=masks, positions=positions)
+
+        result = leakage_probes(logits, tokens, positions, self.model_args.vocab_size, keep)
+        leaked = {k: v for k, v in result.items() if v != 0.0}
+        if leaked:
+            tt_logger.warning(f"LEAKAGE PROBE NON-ZERO at step {self.step} with attention "
+                              f"{self.job_config.flamia.attention!r}: {leaked}")
+        return result
+
+    def train_step(self, data_iterator):
+        self._log_step = self.metrics_processor.should_log(self.step)
+        cfg = self.job_config.flamia
+        if cfg.probe_freq and self.step % cfg.probe_freq == 0 and self._log_step:
+            self.metrics_processor.flamia_extra.update(self.run_probes())
+        super().train_step(data_iterator)
 
 
 # ------------------------------------------------------------------------------------------
