@@ -212,3 +212,12 @@ def test_shipped_configs_parse_and_validate(config):
     cfg = ConfigManager().parse_args(["--job.config_file", os.path.join(REPO, "configs", config)])
     validate_job_config(cfg)
     assert cfg.model.name == "flamia_llama3" and cfg.job.custom_config_module == "train.titan"
+
+
+def test_wandb_offline_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    proc = torchrun(tmp_path, "--training.steps", "2", "--metrics.enable_wandb",
+                    "--flamia.experiment", "exp-test", "--flamia.probe_freq", "0", nproc=1)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = [d for d, _, _ in os.walk(tmp_path) if os.path.basename(d).startswith("offline-run-")]
+    assert runs, "no offline wandb run written"
