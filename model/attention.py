@@ -56,12 +56,18 @@ class PackedDocumentAttention(torch.nn.Module):
         super().__init__()
         self.backend = backend
         self.recipe, self.impl = FLAMIA_BACKENDS[backend]
+        self.record = False  # when set, the next call keeps its inputs (attention statistics)
+        self.recorded = None
 
     def forward(self, q, k, v, cu_seqlens, max_seqlen):
         bf = lambda t: t.to(torch.bfloat16).contiguous()
-        o = flamia.attention(bf(q), bf(k), bf(v), cu_seqlens, int(max_seqlen), recipe=self.recipe,
+        q, k, v, dtype = bf(q), bf(k), bf(v), q.dtype
+        if self.record:
+            self.recorded = (q.detach(), k.detach(), v.detach(), cu_seqlens, int(max_seqlen))
+            self.record = False
+        o = flamia.attention(q, k, v, cu_seqlens, int(max_seqlen), recipe=self.recipe,
                              impl=self.impl)
-        return o.to(q.dtype)
+        return o.to(dtype)
 
     def extra_repr(self) -> str:
         return f"backend={self.backend}, recipe={self.recipe}, impl={self.impl}"

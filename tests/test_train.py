@@ -71,6 +71,11 @@ def test_metrics_records_have_documented_keys_and_sane_values(debug_run):
     for r in probes:  # bf16-reference: exactly 0
         assert r["probe/causal_max_abs_delta"] == 0.0
         assert r["probe/cross_document_max_abs_delta"] == 0.0
+        for layer in ("00", "01"):  # attention statistics on the probe batch
+            assert 0 < r[f"attn/layer_{layer}/max_abs_q"] < 1e4
+            assert r[f"attn/layer_{layer}/scale_exp_min"] <= r[f"attn/layer_{layer}/scale_exp_max"]
+            assert 0 < r[f"attn/layer_{layer}/entropy"] < 6.3  # < log(seq_len = 256) + margin
+        assert not any(k.startswith("shadow/") for k in r), "bf16 has no FP8 shadow"
     with open(os.path.join(debug_run, "run.json")) as f:
         info = json.load(f)
     assert info["attention"] == "bf16-reference" and info["recipe"] == "bf16"
@@ -126,10 +131,16 @@ def test_resume_is_bitwise_equal(tmp_path):
 
 
 def test_mxfp8_backend_trains_one_process(tmp_path):
-    proc = torchrun(tmp_path, "--training.steps", "4", "--flamia.attention", "flamia-mxfp8",
+    proc = torchrun(tmp_path, "--training.steps", "5", "--flamia.attention", "flamia-mxfp8",
                     nproc=1)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "LEAKAGE PROBE NON-ZERO" not in proc.stderr + proc.stdout
     assert all(torch.isfinite(torch.tensor(v)) for v in losses(tmp_path).values())
+    last = records(tmp_path)[-1]
+    assert last["probe/causal_max_abs_delta"] == 0.0
+    assert last["probe/cross_document_max_abs_delta"] == 0.0
+    for name in ("O", "dQ", "dK", "dV"):  # FP8 vs BF16 on the same activations: a few percent
+        assert 1e-3 < last[f"shadow/layer_00/rel_err_{name}"] < 0.2
 
 
 @pytest.mark.parametrize("args,message", [

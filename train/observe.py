@@ -14,7 +14,10 @@ from collections import deque
 import torch
 import torch.distributed as dist
 
+import flamia
+from flamia.formats import E4M3, e8m0_exponent
 from flamia.probes import model_causal_probe, model_cross_document_probe
+from flamia.reference import document_causal_mask
 
 _GROUP_RULES = (
     (re.compile(r"attention\.wq\."), "attn_q"),
@@ -139,3 +142,69 @@ def leakage_probes(logits_fn, tokens: torch.Tensor, positions: torch.Tensor, voc
     _all_reduce(vals, dist.ReduceOp.MAX)
     return {"probe/causal_max_abs_delta": vals[0].item(),
             "probe/cross_document_max_abs_delta": vals[1].item()}
+
+
+def _entropy(q, k, cu_seqlens, scale) -> float:
+    """Mean softmax entropy (nats) over queries and heads, exact fp32, a few heads at a time."""
+    total, hq, _ = q.shape
+    group = hq // k.shape[1]
+    mask = document_causal_mask(cu_seqlens, total)
+    acc, n = 0.0, 0
+    for h in range(hq):
+        s = (q[:, h].float() @ k[:, h // group].float().T) * scale
+        p = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
+        acc += -(p * torch.log(p.clamp_min(1e-30))).sum().item()
+        n += total
+    return acc / n
+
+
+def attention_statistics(layers, shadow: bool = True) -> dict[str, float]:
+    """Per layer: max |q|, |k|, |v|; range of the per-(token, head) E8M0 exponents the mxfp8
+    recipe would pick for q, k, v; mean softmax entropy; and, for an FP8 recipe, the shadow
+    error: relative L2 error of the layer's attention (O, dQ, dK, dV) against the bf16 recipe on
+    the same activations and a fixed random dO. ``layers``: [(index, PackedDocumentAttention)]
+    whose ``recorded`` inputs are set. Must be called on every rank (MAX / mean reductions)."""
+    names, values, mean_mask = [], [], []
+    device = None
+    for i, mod in layers:
+        if mod.recorded is None:
+            continue
+        q, k, v, cu, max_len = mod.recorded
+        mod.recorded = None
+        device = q.device
+        tag = f"attn/layer_{i:02d}"
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            names.append(f"{tag}/max_abs_{name}")
+            values.append(t.abs().max().float().item())
+            mean_mask.append(False)
+        exps = torch.cat([e8m0_exponent(t.float().abs().amax(-1), E4M3).flatten()
+                          for t in (q, k, v)])
+        names += [f"{tag}/scale_exp_min", f"{tag}/scale_exp_max"]
+        values += [float(exps.min()), float(exps.max())]
+        mean_mask += [False, False]
+        names.append(f"{tag}/entropy")
+        values.append(_entropy(q, k, cu, q.shape[-1] ** -0.5))
+        mean_mask.append(True)
+        if shadow and mod.recipe != "bf16":
+            g = torch.Generator(device="cpu").manual_seed(i)
+            do = torch.randn(q.shape, generator=g).to(device=q.device, dtype=q.dtype)
+            outs = {}
+            for recipe in (mod.recipe, "bf16"):
+                qq, kk, vv = (t.clone().requires_grad_(True) for t in (q, k, v))
+                with torch.enable_grad():
+                    o = flamia.attention(qq, kk, vv, cu, max_len, recipe=recipe, impl=mod.impl)
+                    o.backward(do)
+                outs[recipe] = (o.detach(), qq.grad, kk.grad, vv.grad)
+            for name, a, b in zip(("O", "dQ", "dK", "dV"), outs[mod.recipe], outs["bf16"]):
+                names.append(f"shadow/layer_{i:02d}/rel_err_{name}")
+                values.append(((a.float() - b.float()).norm() / b.float().norm()).item())
+                mean_mask.append(False)
+    if not names:
+        return {}
+    vals = torch.tensor(values, dtype=torch.float64, device=device)
+    means = torch.tensor(mean_mask, device=device)
+    summed = _all_reduce(torch.where(means, vals, torch.zeros_like(vals)), dist.ReduceOp.SUM)
+    maxed = _all_reduce(torch.where(means, torch.full_like(vals, -1e300), vals), dist.ReduceOp.MAX)
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    out = torch.where(means, summed / world, maxed)
+    return dict(zip(names, out.tolist()))

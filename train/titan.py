@@ -33,7 +33,9 @@ from data.tokenizer import train_tokenizer
 from model.attention import (
     FLAMIA_BACKENDS, LEAKY_BACKENDS, PackedDocumentAttention, check_backend,
 )
-from train.observe import SpikeDetector, UpdateRatio, gradient_statistics, leakage_probes
+from train.observe import (
+    SpikeDetector, UpdateRatio, attention_statistics, gradient_statistics, leakage_probes,
+)
 
 import torchtitan.components.metrics as tt_metrics
 import torchtitan.distributed.parallel_dims as tt_parallel_dims
@@ -444,8 +446,14 @@ class FlamiaTrainer(Trainer):
                 masks = model.get_attention_masks(tok, self.tokenizer, {"positions": positions})
             return model(tok, attention_masks=masks, positions=positions)
 
+        attn_layers = [(i, m) for i, m in enumerate(m for m in model.modules()
+                                                       if isinstance(m, PackedDocumentAttention))]
+        for _, m in attn_layers:
+            m.record = True
         result = leakage_probes(logits, tokens, positions, self.model_args.vocab_size, keep)
-        leaked = {k: v for k, v in result.items() if v != 0.0}
+        if attn_layers:  # recorded on the probes' first (unperturbed) forward
+            result.update(attention_statistics(attn_layers))
+        leaked = {k: v for k, v in result.items() if k.startswith("probe/") and v != 0.0}
         if leaked:
             tt_logger.warning(f"LEAKAGE PROBE NON-ZERO at step {self.step} with attention "
                               f"{self.job_config.flamia.attention!r}: {leaked}")
