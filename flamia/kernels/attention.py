@@ -112,6 +112,22 @@ def _bf16(x):
     return x.to(tl.bfloat16)
 
 
+@triton.jit
+def _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N: tl.constexpr):
+    """Key tiles a query tile [start_m, last_row] visits (forward and dQ):
+    [lo, full_lo) boundary tiles (masked), [full_lo, full_hi) unmasked (inside the segment of
+    every row and at or below the first row's diagonal), [full_hi, hi) diagonal tiles (masked).
+    Keys before the first row's segment start and after the last row are never visible, so no
+    tile outside [lo, hi) is needed and loads stay in bounds."""
+    first_seg_start = tl.load(seg_start_ptr + start_m)
+    last_seg_start = tl.load(seg_start_ptr + last_row)
+    lo = first_seg_start // BLOCK_N
+    hi = tl.cdiv(last_row + 1, BLOCK_N)
+    full_lo = tl.minimum(tl.cdiv(last_seg_start, BLOCK_N), hi)
+    full_hi = tl.maximum(tl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
+    return lo, full_lo, full_hi, hi
+
+
 # ------------------------------------------------------------------------------------------
 # Forward
 # ------------------------------------------------------------------------------------------
@@ -188,15 +204,7 @@ def _attn_fwd_kernel(
     sk_ptrs = sk_ptr + kv_head * stride_skh
     sv_ptrs = sv_ptr + kv_head * stride_skh
 
-    # Key-tile ranges: [lo, full_lo) boundary tiles (masked), [full_lo, full_hi) unmasked,
-    # [full_hi, hi) diagonal tiles (masked). Keys past the last row are never visible, and
-    # keys < seg_start of the first row are never visible, so loads stay in bounds.
-    first_seg_start = tl.load(seg_start_ptr + start_m)
-    last_seg_start = tl.load(seg_start_ptr + last_row)
-    lo = first_seg_start // BLOCK_N
-    hi = tl.cdiv(last_row + 1, BLOCK_N)
-    full_lo = tl.minimum(tl.cdiv(last_seg_start, BLOCK_N), hi)
-    full_hi = tl.maximum(tl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
+    lo, full_lo, full_hi, hi = _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -449,12 +457,7 @@ def _attn_bwd_dq_kernel(
     sk_ptrs = sk_ptr + kv_head * stride_skh
     sv_ptrs = sv_ptr + kv_head * stride_skh
 
-    first_seg_start = tl.load(seg_start_ptr + start_m)
-    last_seg_start = tl.load(seg_start_ptr + last_row)
-    lo = first_seg_start // BLOCK_N
-    hi = tl.cdiv(last_row + 1, BLOCK_N)
-    full_lo = tl.minimum(tl.cdiv(last_seg_start, BLOCK_N), hi)
-    full_hi = tl.maximum(tl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
+    lo, full_lo, full_hi, hi = _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N)
 
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     for n in range(lo, full_lo):
