@@ -2,7 +2,7 @@
 
 Implementations:
     "reference"  pure PyTorch (``flamia.reference``), every recipe, any device; O(T^2) memory
-    "triton"     Triton kernels (``flamia.ops``): recipes listed in ``TRITON_RECIPES``; on CUDA,
+    "triton"     Triton kernels (``flamia.ops``): bf16, mxfp8, nvfp4_fp8; on CUDA,
                  or on CPU through the Triton interpreter when TRITON_INTERPRET=1 was set before
                  triton was imported
     "auto"       "triton" on CUDA when the recipe has a kernel, else "reference"

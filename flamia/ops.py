@@ -19,12 +19,16 @@ import weakref
 import torch
 
 from .kernels import attention as K
-from .kernels.quantize import quantize_mx_token
+from .kernels.quantize import quantize_mx_token, quantize_nvfp4_token
 
 __all__ = ["TRITON_RECIPES", "triton_attention", "BatchPlan", "batch_plan"]
 
-TRITON_RECIPES: tuple[str, ...] = ("bf16", "mxfp8")
-FP8_RECIPES = ("mxfp8",)
+TRITON_RECIPES: tuple[str, ...] = ("bf16", "mxfp8", "nvfp4_fp8")
+FP8_RECIPES = ("mxfp8", "nvfp4_fp8")
+# Q and K quantizers of the FP8 recipes (V and dO are per-token MXFP8 in both). nvfp4_fp8's Q/K
+# data are E2M1 x UE4M3 values held exactly in bf16: Hopper has no FP4 MMA, so QK^T, dQ = dS K
+# and dK = dS^T Q run as bf16 MMAs on those values (emulated NVFP4); PV, dP, dV use FP8 units.
+QK_QUANTIZER = {"mxfp8": quantize_mx_token, "nvfp4_fp8": quantize_nvfp4_token}
 
 
 class BatchPlan:
@@ -184,8 +188,8 @@ def attention_fwd_fp8(
            torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(o, lse2, q8, qt8, sq, k8, kt8, sk, v8, sv): the output and what the backward reads."""
     _check_recipe(recipe, FP8_RECIPES)
-    q8, qt8, sq = quantize_mx_token(q)
-    k8, kt8, sk = quantize_mx_token(k)
+    q8, qt8, sq = QK_QUANTIZER[recipe](q)
+    k8, kt8, sk = QK_QUANTIZER[recipe](k)
     v8, vt8, sv = quantize_mx_token(v)
     o, lse = K.attention_fwd(q8, k8, None, seg_start, order_fwd, softmax_scale,
                              fp8={"sq": sq, "sk": sk, "sv": sv, "vt": vt8})
@@ -199,10 +203,11 @@ def _(q, k, v, seg_start, seg_end, order_fwd, order_dkdv, order_dq, softmax_scal
     total, hq, d = q.shape
     hkv = k.shape[1]
     f8 = lambda *shape: q.new_empty(shape, dtype=FP8_STORAGE)
+    qk = f8 if recipe == "mxfp8" else (lambda *shape: q.new_empty(shape, dtype=torch.bfloat16))
     f32 = lambda *shape: q.new_empty(shape, dtype=torch.float32)
     return (q.new_empty(q.shape, dtype=torch.bfloat16), f32(hq, total),
-            f8(total, hq, d), f8(hq, d, total), f32(hq, total),
-            f8(total, hkv, d), f8(hkv, d, total), f32(hkv, total),
+            qk(total, hq, d), qk(hq, d, total), f32(hq, total),
+            qk(total, hkv, d), qk(hkv, d, total), f32(hkv, total),
             f8(total, hkv, d), f32(hkv, total))
 
 
@@ -216,7 +221,7 @@ def attention_bwd_fp8(
     _check_recipe(recipe, FP8_RECIPES)
     do8, dot8, sdo = quantize_mx_token(do)
     fp8 = {"do8": do8, "qt": qt8, "kt": kt8, "dot": dot8, "sq": sq, "sk": sk, "sv": sv,
-           "sdo": sdo}
+           "sdo": sdo, "qk_bf16": recipe == "nvfp4_fp8"}
     return K.attention_bwd(do, q8, k8, v8, o, lse, seg_start, seg_end, order_dkdv, order_dq,
                            softmax_scale, fp8=fp8)
 

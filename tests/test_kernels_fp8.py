@@ -22,8 +22,25 @@ from test_kernels import _cu
 TOL = {"cpu": 1e-4, "cuda": 2e-3}
 
 
-def _fp8(q, k, v, cu):
-    return flamia.attention(q, k, v, cu, q.shape[0], recipe="mxfp8", impl="triton")
+def _fp8(q, k, v, cu, recipe="mxfp8"):
+    return flamia.attention(q, k, v, cu, q.shape[0], recipe=recipe, impl="triton")
+
+
+def test_nvfp4_quantizer_matches_reference():
+    from flamia.kernels.quantize import quantize_nvfp4_token
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(70, 2, 128, generator=g) * torch.exp2(
+        torch.randint(-20, 20, (70, 2, 1), generator=g).float())
+    x[3] = 0.0
+    x[4, 1, :16] = 0.0  # an all-zero block inside a non-zero token
+    x[5, 0, 0] = 1e4  # one loud element: the other blocks' UE4M3 scales go subnormal
+    x = x.bfloat16().to(DEVICE)
+    data, data_t, s = quantize_nvfp4_token(x)
+    ref_data, ref_scale = quantize_operand(x, "nvfp4_token")
+    assert torch.equal(s.t(), ref_scale)
+    assert torch.equal(data.float(), ref_data)
+    assert torch.equal(data_t.permute(2, 0, 1).float(), ref_data)
 
 
 def test_quantizer_matches_reference():
@@ -56,24 +73,25 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", range(2))
-def test_mxfp8_kernel_matches_reference_recipe(case, poisoned):
+@pytest.mark.parametrize("recipe,case", [("mxfp8", 0), ("mxfp8", 1), ("nvfp4_fp8", 0)])
+def test_fp8_kernel_matches_reference_recipe(recipe, case, poisoned):
     lengths, hq, hkv, d = CASES[DEVICE][case]
     cu = _cu(lengths, DEVICE)
     q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=10 + case, device=DEVICE)
-    ours = attention_forward_backward(_fp8, q, k, v, do, cu)
-    ref = attention_forward_backward(flamia.reference_attention, q, k, v, do, cu, recipe="mxfp8")
+    ours = attention_forward_backward(lambda *a: _fp8(*a, recipe=recipe), q, k, v, do, cu)
+    ref = attention_forward_backward(flamia.reference_attention, q, k, v, do, cu, recipe=recipe)
     for name, a, b in zip("O dQ dK dV".split(), ours, ref):
         assert torch.isfinite(a).all(), f"{name}: non-finite (unwritten?) elements"
         rel = ((a.float() - b.float()).norm() / b.float().norm()).item()
         assert rel < TOL[DEVICE], f"{name}: relative difference {rel:.2e} to the reference recipe"
 
 
-def test_mxfp8_kernel_does_not_leak():
+@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4_fp8"])
+def test_fp8_kernel_does_not_leak(recipe):
     total = 192 if DEVICE == "cpu" else 2048
     cu = adversarial_cu_seqlens(total, device=DEVICE)
     q, k, v, do = rand_qkvdo(total, 4, 2, 64, seed=12, device=DEVICE)
-    res = probe_attention(_fp8, q, k, v, cu, do, max_targets=3)
+    res = probe_attention(lambda *a: _fp8(*a, recipe=recipe), q, k, v, cu, do, max_targets=3)
     for r in res.values():
         assert r.n_compared > 0
         assert r.max_abs_delta == 0.0, str(r)

@@ -178,6 +178,8 @@ def _attn_fwd_kernel(
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr,
 ):
+    """Forward. FP8 recipes: Q, K are E4M3 (mxfp8) or bf16 holding exact NVFP4 values
+    (nvfp4_fp8, a bf16 MMA for S: Hopper has no FP4 MMA); V is E4M3 in both."""
     head = tl.program_id(0)
     tile = tl.load(order_ptr + tl.program_id(1))
     kv_head = head // (H_Q // H_KV)
@@ -258,7 +260,8 @@ def _attn_bwd_delta_kernel(o_ptr, do_ptr, delta_ptr, stride_ot, stride_oh, strid
 def _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_ptrs, sdo_ptrs,
                lse_ptrs, delta_ptrs, offs_n, seg_end_n, start_m, stride_qt, stride_dot,
                stride_qkt, stride_dokt, total, qk_scale,
-               BLOCK_M: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr):
+               BLOCK_M: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
+               QK_BF16: tl.constexpr):
     offs_m = start_m + tl.arange(0, BLOCK_M)
     row_ok = offs_m < total
     shift = tl.cast(start_m, tl.int64)
@@ -291,13 +294,16 @@ def _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_
         df = dsT * sq_m[None, :]
         sd = e8m0_scale(tl.max(tl.abs(df), 1))
         q_k = tl.load(qk_ptrs + shift * stride_qkt, mask=row_ok[:, None], other=0.0)
-        dk = dk + _dot(round_e4m3(df / sd[:, None]), q_k) * sd[:, None]
+        ds8 = round_e4m3(df / sd[:, None])
+        if QK_BF16:  # nvfp4_fp8: Q holds exact E2M1 x UE4M3 values in bf16, a bf16 MMA
+            ds8 = ds8.to(tl.bfloat16)
+        dk = dk + _dot(ds8, q_k) * sd[:, None]
     else:
         dk = _dot(_bf16(dsT), tl.trans(qT), dk)
     return dk, dv
 
 
-@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8"])
+@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16"])
 @triton.jit
 def _attn_bwd_dkdv_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, qk_ptr, dok_ptr, sq_ptr, sk_ptr, sv_ptr, sdo_ptr,
@@ -307,7 +313,7 @@ def _attn_bwd_dkdv_kernel(
     stride_sqh, stride_skh, stride_dkt, stride_dkh, stride_dvt, stride_dvh, stride_lh,
     total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
 ):
     kv_head = tl.program_id(0)
     tile = tl.load(order_ptr + tl.program_id(1))
@@ -359,17 +365,17 @@ def _attn_bwd_dkdv_kernel(
             dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, qk_scale, BLOCK_M, True, IS_FP8)
+                                total, qk_scale, BLOCK_M, True, IS_FP8, QK_BF16)
         for m in range(full_lo, full_hi):
             dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, qk_scale, BLOCK_M, False, IS_FP8)
+                                total, qk_scale, BLOCK_M, False, IS_FP8, QK_BF16)
         for m in range(full_hi, hi):
             dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, qk_scale, BLOCK_M, True, IS_FP8)
+                                total, qk_scale, BLOCK_M, True, IS_FP8, QK_BF16)
 
     dk = dk * sm_scale
     tl.store(dk_ptr + offs_n.to(tl.int64)[:, None] * stride_dkt + kv_head * stride_dkh
@@ -386,7 +392,8 @@ def _attn_bwd_dkdv_kernel(
 @triton.jit
 def _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs, offs_m,
              seg_start_m, start_n, stride_kt, stride_vt, stride_kkt, qk_scale, total,
-             BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr):
+             BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
+             QK_BF16: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     shift = tl.cast(start_n, tl.int64)
     key_ok = offs_n < total if MASKED else offs_n >= 0
@@ -410,13 +417,16 @@ def _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, s
         df = ds * sk[None, :]
         sd = e8m0_scale(tl.max(tl.abs(df), 1))
         k_k = tl.load(kk_ptrs + shift * stride_kkt, mask=key_ok[:, None], other=0.0)
-        dq = dq + _dot(round_e4m3(df / sd[:, None]), k_k) * sd[:, None]
+        ds8 = round_e4m3(df / sd[:, None])
+        if QK_BF16:  # nvfp4_fp8: K holds exact E2M1 x UE4M3 values in bf16, a bf16 MMA
+            ds8 = ds8.to(tl.bfloat16)
+        dq = dq + _dot(ds8, k_k) * sd[:, None]
     else:
         dq = _dot(_bf16(ds), tl.trans(kT), dq)
     return dq
 
 
-@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8"])
+@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16"])
 @triton.jit
 def _attn_bwd_dq_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, kk_ptr, sq_ptr, sk_ptr, sv_ptr, sdo_ptr, lse_ptr, delta_ptr,
@@ -425,7 +435,7 @@ def _attn_bwd_dq_kernel(
     stride_kkt, stride_kkh, stride_kkd, stride_sqh, stride_skh, stride_dqt, stride_dqh, stride_lh,
     total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
 ):
     head = tl.program_id(0)
     tile = tl.load(order_ptr + tl.program_id(1))
@@ -463,15 +473,15 @@ def _attn_bwd_dq_kernel(
     for n in range(lo, full_lo):
         dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
-                      qk_scale, total, BLOCK_N, True, IS_FP8)
+                      qk_scale, total, BLOCK_N, True, IS_FP8, QK_BF16)
     for n in range(full_lo, full_hi):
         dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
-                      qk_scale, total, BLOCK_N, False, IS_FP8)
+                      qk_scale, total, BLOCK_N, False, IS_FP8, QK_BF16)
     for n in range(full_hi, hi):
         dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
-                      qk_scale, total, BLOCK_N, True, IS_FP8)
+                      qk_scale, total, BLOCK_N, True, IS_FP8, QK_BF16)
     dq = dq * sm_scale
     tl.store(dq_ptr + rows64 * stride_dqt + head * stride_dqh + offs_d[None, :],
              _bf16(dq), mask=row_ok[:, None])
@@ -547,6 +557,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     grads = [empty(t.shape, dtype=torch.bfloat16, device=q.device) for t in (q, k, v)]
     dq, dk, dv = grads
     is_fp8 = fp8 is not None
+    qk_bf16 = is_fp8 and fp8.get("qk_bf16", False)  # nvfp4_fp8: Q, K data held in bf16
     if is_fp8:
         do_in = fp8["do8"]
         qt, kt, dot = fp8["qt"], fp8["kt"], fp8["dot"]
@@ -567,7 +578,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         do_in.stride(0), do_in.stride(1), *tcopy(qt), *tcopy(dot), *s_strides,
         dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1), lse.stride(0),
         total, qk_scale, softmax_scale,
-        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8,
+        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8, QK_BF16=qk_bf16,
     )
     bm, bn = dq_blocks(d)
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
@@ -575,6 +586,6 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         do_in.stride(0), do_in.stride(1), *tcopy(kt), *s_strides,
         dq.stride(0), dq.stride(1), lse.stride(0), total, qk_scale, softmax_scale,
-        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8,
+        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8, QK_BF16=qk_bf16,
     )
     return dq, dk, dv

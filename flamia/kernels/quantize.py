@@ -53,22 +53,31 @@ def e8m0_scale(amax):
 
 
 @triton.jit
+def round_to_grid(x, MANTISSA_BITS: tl.constexpr, MIN_NORMAL_EXP: tl.constexpr,
+                  MAX_NORMAL: tl.constexpr):
+    """Saturating round-to-nearest-even of fp32 x to a small float format, in exact fp32
+    arithmetic (flamia.formats.round_to_format, bit for bit): clamp, then round x / quantum,
+    quantum = 2^(max(exponent of x, MIN_NORMAL_EXP) - MANTISSA_BITS)."""
+    x = tl.minimum(tl.maximum(x, -MAX_NORMAL), MAX_NORMAL)
+    bits = x.to(tl.uint32, bitcast=True)
+    e = tl.maximum(((bits >> 23) & 0xFF).to(tl.int32) - 127, MIN_NORMAL_EXP)
+    quantum = ((e - MANTISSA_BITS + 127).to(tl.uint32) << 23).to(tl.float32, bitcast=True)
+    t = x / quantum
+    f = tl.math.floor(t)
+    d = t - f
+    odd = (f - 2.0 * tl.math.floor(f * 0.5)) != 0.0
+    r = tl.where(d > 0.5, f + 1.0, tl.where(d < 0.5, f, tl.where(odd, f + 1.0, f)))
+    return r * quantum
+
+
+@triton.jit
 def round_e4m3(x):
     """Saturating round-to-nearest-even to E4M3 (input already divided by its scale). Returns
     the FP8 storage type: float8e4nv on the GPU (hardware cvt.rn.satfinite), bf16 holding the
     E4M3 value under the interpreter (rounding by hand)."""
-    x = tl.minimum(tl.maximum(x, -448.0), 448.0)
     if IS_INTERPRETER:
-        bits = x.to(tl.uint32, bitcast=True)
-        e = tl.maximum(((bits >> 23) & 0xFF).to(tl.int32) - 127, -6)
-        quantum = ((e - 3 + 127).to(tl.uint32) << 23).to(tl.float32, bitcast=True)
-        t = x / quantum
-        f = tl.math.floor(t)
-        d = t - f
-        odd = (f - 2.0 * tl.math.floor(f * 0.5)) != 0.0
-        r = tl.where(d > 0.5, f + 1.0, tl.where(d < 0.5, f, tl.where(odd, f + 1.0, f)))
-        return (r * quantum).to(tl.bfloat16)
-    return x.to(tl.float8e4nv)
+        return round_to_grid(x, 3, -6, 448.0).to(tl.bfloat16)
+    return tl.minimum(tl.maximum(x, -448.0), 448.0).to(tl.float8e4nv)
 
 
 @triton.jit
@@ -88,6 +97,52 @@ def _quantize_token_kernel(
     x8 = round_e4m3(x / scale[:, None])  # exact division by a power of two
     tl.store(x8_ptr + rows * stride_8t + head * stride_8h + offs_d[None, :], x8, mask=ok[:, None])
     tl.store(s_ptr + head * stride_sh + offs_t, scale, mask=ok)
+
+
+@triton.jit
+def _quantize_nvfp4_token_kernel(
+    x_ptr, xq_ptr, s_ptr, stride_xt, stride_xh, stride_qt, stride_qh, stride_sh, total,
+    HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr,
+):
+    """NVFP4 with a per-(token, head) fp32 second-level scale: s = amax / (6 * 448); per 16
+    elements b = UE4M3(amax_16 / (6 s)); e = E2M1(x / (b s)); stores e * b (exact in bf16) and s.
+    Same operations in the same order as flamia.reference._quantize_nvfp4_token."""
+    head = tl.program_id(1)
+    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    offs_d = tl.arange(0, HEAD_DIM)
+    ok = offs_t < total
+    rows = offs_t.to(tl.int64)[:, None]
+    x = tl.load(x_ptr + rows * stride_xt + head * stride_xh + offs_d[None, :], mask=ok[:, None],
+                other=0.0).to(tl.float32)
+    s_tok = tl.max(tl.abs(x), 1) / 2688.0
+    s_tok = tl.where(s_tok == 0.0, 1.0, s_tok)
+    xb = tl.reshape(x, (BLOCK_T, HEAD_DIM // 16, 16))
+    bamax = tl.max(tl.abs(xb), 2)
+    b = round_to_grid(bamax / (6.0 * s_tok[:, None]), 3, -6, 448.0)  # UE4M3 (bamax >= 0)
+    denom = b * s_tok[:, None]
+    safe = tl.where(b == 0.0, 1.0, denom)
+    e = round_to_grid(xb / safe[:, :, None], 1, 0, 6.0)  # E2M1
+    data = tl.where(b[:, :, None] == 0.0, 0.0, e * b[:, :, None])
+    data = tl.reshape(data, (BLOCK_T, HEAD_DIM))
+    tl.store(xq_ptr + rows * stride_qt + head * stride_qh + offs_d[None, :],
+             data.to(tl.bfloat16), mask=ok[:, None])
+    tl.store(s_ptr + head * stride_sh + offs_t, s_tok, mask=ok)
+
+
+def quantize_nvfp4_token(x: torch.Tensor, transposed: bool = True):
+    """(data [T, H, D] bf16 = E2M1 x UE4M3 values, token-contiguous copy [H, D, T] or None,
+    per-token scale [H, T] float32) of x [T, H, D]; D a multiple of 16."""
+    assert x.stride(-1) == 1 and x.shape[-1] % 16 == 0
+    total, h, d = x.shape
+    xq = torch.empty((total, h, d), dtype=torch.bfloat16, device=x.device)
+    scale = torch.empty((h, total), dtype=torch.float32, device=x.device)
+    block_t = 32 if INTERPRET else 64
+    _quantize_nvfp4_token_kernel[(triton.cdiv(total, block_t), h)](
+        x, xq, scale, x.stride(0), x.stride(1), xq.stride(0), xq.stride(1), scale.stride(0),
+        total, HEAD_DIM=d, BLOCK_T=block_t, num_warps=4,
+    )
+    xt = xq.permute(1, 2, 0).contiguous() if transposed else None
+    return xq, xt, scale
 
 
 def quantize_mx_token(x: torch.Tensor, transposed: bool = True):
