@@ -14,6 +14,7 @@ import os
 
 import torch
 
+from ._tensor_cache import TensorCache
 from .recipes import get_recipe
 from .reference import reference_attention
 
@@ -23,13 +24,12 @@ SUPPORTED_HEAD_DIMS = (64, 128)
 IMPLS = ("auto", "triton", "reference")
 
 # Value checks of cu_seqlens need its contents on the host (a device sync). A model passes the
-# same cu_seqlens tensor to every layer of a step, so the verdict is cached per tensor version.
-_validated: dict[tuple[int, int, int], int] = {}
+# same cu_seqlens tensor to every layer of a step, so the verdict is cached per tensor.
+_validated = TensorCache()
 
 
 def _check_cu_seqlens_values(cu_seqlens: torch.Tensor, total: int, max_seqlen: int) -> None:
-    key = (cu_seqlens.data_ptr(), cu_seqlens._version, total)
-    if _validated.get(key) == max_seqlen:
+    if _validated.get(cu_seqlens, (total, max_seqlen)):
         return
     vals = cu_seqlens.tolist()
     if vals[0] != 0:
@@ -50,9 +50,7 @@ def _check_cu_seqlens_values(cu_seqlens: torch.Tensor, total: int, max_seqlen: i
         raise ValueError(
             f"max_seqlen={max_seqlen} is smaller than the longest segment ({max(lengths)} tokens)"
         )
-    if len(_validated) > 256:
-        _validated.clear()
-    _validated[key] = max_seqlen
+    _validated.put(cu_seqlens, (total, max_seqlen), True)
 
 
 def validate_attention_inputs(q, k, v, cu_seqlens, max_seqlen, softmax_scale=None) -> None:

@@ -14,10 +14,9 @@ the long documents' tiles start first and the short ones fill the tail (LPT sche
 
 from __future__ import annotations
 
-import weakref
-
 import torch
 
+from ._tensor_cache import TensorCache
 from .kernels import attention as K
 from .kernels.quantize import quantize_mx_token, quantize_nvfp4_token
 
@@ -92,22 +91,16 @@ def batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int) -> BatchPlan
     return BatchPlan(*_batch_plan_op(cu_seqlens, total, head_dim))
 
 
-_plans: dict[int, tuple[int, int, int, BatchPlan]] = {}
+_plans = TensorCache()
 
 
 def cached_batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int) -> BatchPlan:
-    """``batch_plan`` cached per cu_seqlens tensor object (dropped when the tensor dies) and
-    invalidated by in-place changes (the tensor's version counter)."""
+    """``batch_plan``, once per cu_seqlens tensor (see flamia._tensor_cache)."""
     if torch.compiler.is_compiling():
         return batch_plan(cu_seqlens, total, head_dim)
-    key = id(cu_seqlens)
-    hit = _plans.get(key)
-    if hit is not None and hit[:3] == (cu_seqlens._version, total, head_dim):
-        return hit[3]
-    plan = batch_plan(cu_seqlens, total, head_dim)
-    if hit is None:
-        weakref.finalize(cu_seqlens, _plans.pop, key, None)
-    _plans[key] = (cu_seqlens._version, total, head_dim, plan)
+    plan = _plans.get(cu_seqlens, (total, head_dim))
+    if plan is None:
+        plan = _plans.put(cu_seqlens, (total, head_dim), batch_plan(cu_seqlens, total, head_dim))
     return plan
 
 

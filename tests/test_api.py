@@ -74,3 +74,11 @@ def test_cu_seqlens_on_wrong_device_is_rejected():
 def test_recipes_are_listed():
     assert set(flamia.SAFE_RECIPES) == {"bf16", "mxfp8", "nvfp4_fp8"}
     assert set(flamia.LEAKY_RECIPES) == {"mxfp8_seqblock", "fp8_tensorwise"}
+
+
+def test_validation_cache_sees_in_place_changes():
+    q, k, v, cu = _inputs()
+    flamia.attention(q, k, v, cu, 64, recipe="bf16", impl="reference")
+    cu[1] = 0  # the same tensor, now with an empty segment
+    with pytest.raises(ValueError, match="strictly increasing"):
+        flamia.attention(q, k, v, cu, 64, recipe="bf16", impl="reference")
