@@ -2,7 +2,10 @@
 
     flamia::attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, recipe) -> (o, lse2)
     flamia::attention_bwd(do, q, k, v, o, lse2, seg_start, seg_end, order_dkdv, order_dq,
-                          softmax_scale, recipe) -> (dq, dk, dv)
+                          softmax_scale, recipe) -> (dq, dk, dv)                      (bf16)
+    flamia::attention_fwd_fp8 / attention_bwd_fp8: the same for mxfp8 and nvfp4_fp8, with the
+        fused quantizers inside; the forward also returns the quantized tensors it saves
+    flamia::batch_plan(cu_seqlens, total, head_dim): the per-batch scheduling tensors
 
 The batch plan (per-token segment start/end and the tiles' launch orders) is derived from
 cu_seqlens on the device, without a host sync, once per batch: a model passes the same

@@ -190,19 +190,19 @@ class FlamiaMetricsProcessor(tt_metrics.MetricsProcessor):
 
     def __init__(self, job_config, parallel_dims, tag=None):
         super().__init__(job_config, parallel_dims, tag)
+        self.flamia_extra = {}  # filled by FlamiaTrainer (gradient statistics, probes, guards)
+        self.spikes = None  # a train.observe.SpikeDetector, set by FlamiaTrainer
         self.jsonl_path = None
         if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
             os.makedirs(job_config.job.dump_folder, exist_ok=True)
             self.jsonl_path = os.path.join(job_config.job.dump_folder, "metrics.jsonl")
-
-    flamia_extra: dict = {}  # filled by FlamiaTrainer (gradient statistics, probes, guards)
 
     def log(self, step, global_avg_loss, global_max_loss, grad_norm, extra_metrics=None):
         tokens = self.ntokens_since_last_log
         elapsed = time.perf_counter() - self.time_last_log
         extra_metrics = {**(extra_metrics or {}), **self.flamia_extra}
         self.flamia_extra = {}
-        if getattr(self, "spikes", None) is not None:
+        if self.spikes is not None:
             extra_metrics.update(self.spikes.update(float(global_avg_loss)))
         super().log(step, global_avg_loss, global_max_loss, grad_norm, extra_metrics)
         if self.jsonl_path is None:
