@@ -129,33 +129,30 @@ def _quantize_nvfp4_token_kernel(
     tl.store(s_ptr + head * stride_sh + offs_t, s_tok, mask=ok)
 
 
+def _per_token_quantize(kernel, x: torch.Tensor, storage: torch.dtype, transposed: bool):
+    """Launch a per-(token, head) quantizer kernel; (data, token-contiguous copy, scale [H, T])."""
+    assert x.stride(-1) == 1
+    total, h, d = x.shape
+    data = torch.empty((total, h, d), dtype=storage, device=x.device)
+    scale = torch.empty((h, total), dtype=torch.float32, device=x.device)
+    block_t = 32 if INTERPRET else 64
+    kernel[(triton.cdiv(total, block_t), h)](
+        x, data, scale, x.stride(0), x.stride(1), data.stride(0), data.stride(1), scale.stride(0),
+        total, HEAD_DIM=d, BLOCK_T=block_t, num_warps=4,
+    )
+    # See the module docstring: a separate copy until the fused transposed store is fixed.
+    data_t = data.permute(1, 2, 0).contiguous() if transposed else None
+    return data, data_t, scale
+
+
 def quantize_nvfp4_token(x: torch.Tensor, transposed: bool = True):
     """(data [T, H, D] bf16 = E2M1 x UE4M3 values, token-contiguous copy [H, D, T] or None,
     per-token scale [H, T] float32) of x [T, H, D]; D a multiple of 16."""
-    assert x.stride(-1) == 1 and x.shape[-1] % 16 == 0
-    total, h, d = x.shape
-    xq = torch.empty((total, h, d), dtype=torch.bfloat16, device=x.device)
-    scale = torch.empty((h, total), dtype=torch.float32, device=x.device)
-    block_t = 32 if INTERPRET else 64
-    _quantize_nvfp4_token_kernel[(triton.cdiv(total, block_t), h)](
-        x, xq, scale, x.stride(0), x.stride(1), xq.stride(0), xq.stride(1), scale.stride(0),
-        total, HEAD_DIM=d, BLOCK_T=block_t, num_warps=4,
-    )
-    xt = xq.permute(1, 2, 0).contiguous() if transposed else None
-    return xq, xt, scale
+    if x.shape[-1] % 16:
+        raise ValueError(f"nvfp4 needs the head dim to be a multiple of 16, got {x.shape[-1]}")
+    return _per_token_quantize(_quantize_nvfp4_token_kernel, x, torch.bfloat16, transposed)
 
 
 def quantize_mx_token(x: torch.Tensor, transposed: bool = True):
     """(x8 [T, H, D], xt8 [H, D, T] or None, scale [H, T] float32) of x [T, H, D]."""
-    assert x.stride(-1) == 1
-    total, h, d = x.shape
-    x8 = torch.empty((total, h, d), dtype=FP8_STORAGE, device=x.device)
-    scale = torch.empty((h, total), dtype=torch.float32, device=x.device)
-    block_t = 32 if INTERPRET else 64
-    _quantize_token_kernel[(triton.cdiv(total, block_t), h)](
-        x, x8, scale, x.stride(0), x.stride(1), x8.stride(0), x8.stride(1), scale.stride(0),
-        total, HEAD_DIM=d, BLOCK_T=block_t, num_warps=4,
-    )
-    # See the module docstring: a separate copy until the fused transposed store is fixed.
-    xt8 = x8.permute(1, 2, 0).contiguous() if transposed else None
-    return x8, xt8, scale
+    return _per_token_quantize(_quantize_token_kernel, x, FP8_STORAGE, transposed)
