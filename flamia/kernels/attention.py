@@ -128,6 +128,21 @@ def _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N: tl.constexpr):
     return lo, full_lo, full_hi, hi
 
 
+@triton.jit
+def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr):
+    """(x * fold[None, :]) @ b with the left operand quantized in registers: E4M3 with one E8M0
+    scale per row over this tile's columns (the recipe's in-register group), the scale applied to
+    the fp32 result. ``fold`` is the per-token scale of b's tokens, folded in before quantization;
+    masked entries of x are exactly 0 and never enter a scale. B_IS_BF16: b holds bf16 values
+    (nvfp4_fp8's exact NVFP4 Q/K), so the E4M3 operand is widened to bf16 (exact) for a bf16 MMA."""
+    xf = x * fold[None, :]
+    scale = e8m0_scale(tl.max(tl.abs(xf), 1))
+    a = round_e4m3(xf / scale[:, None])  # exact division by a power of two
+    if B_IS_BF16:
+        a = a.to(tl.bfloat16)
+    return _dot(a, b) * scale[:, None]
+
+
 # ------------------------------------------------------------------------------------------
 # Forward
 # ------------------------------------------------------------------------------------------
@@ -157,13 +172,9 @@ def _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m, se
     p = tl.math.exp2(x - m_sub[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
     v = tl.load(v_ptrs + tl.cast(start_n, tl.int64) * stride_vt, mask=key_ok[:, None], other=0.0)
-    if IS_FP8:
-        # P' = P * sV (V's per-token scale folded in), E4M3 with one E8M0 scale per row of the
-        # tile; masked entries are exactly 0 and do not enter the scale.
+    if IS_FP8:  # O += P' V8 with P' = P sV quantized per row of the tile
         sv = tl.load(sv_ptrs + offs_n, mask=key_ok, other=1.0)
-        pf = p * sv[None, :]
-        sp = e8m0_scale(tl.max(pf, 1))
-        acc = acc * alpha[:, None] + _dot(round_e4m3(pf / sp[:, None]), v) * sp[:, None]
+        acc = acc * alpha[:, None] + _quantized_row_dot(p, sv, v, False)
     else:
         acc = acc * alpha[:, None] + _dot(_bf16(p), v)
     return acc, l_i, m_new
@@ -280,24 +291,17 @@ def _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_
     delta = tl.load(delta_ptrs + offs_m, mask=row_ok, other=0.0)
     dpT = _dot(v, tl.trans(do))
     if IS_FP8:
-        # dV = P^T dO over the query axis: dO's per-token scale folded into P^T, rows quantized
-        # over this query tile; dO read from its token-contiguous copy (K-major for the MMA).
-        pf = pT * sdo_m[None, :]
-        sp = e8m0_scale(tl.max(pf, 1))
+        # dV = P^T dO over the query axis, rows quantized over this query tile; dO read from its
+        # token-contiguous copy (K-major for the MMA).
         do_k = tl.load(dok_ptrs + shift * stride_dokt, mask=row_ok[:, None], other=0.0)
-        dv = dv + _dot(round_e4m3(pf / sp[:, None]), do_k) * sp[:, None]
+        dv = dv + _quantized_row_dot(pT, sdo_m, do_k, False)
         dpT = dpT * (sv_n[:, None] * sdo_m[None, :])
     else:
         dv = _dot(_bf16(pT), do, dv)
     dsT = pT * (dpT - delta[None, :])
-    if IS_FP8:
-        df = dsT * sq_m[None, :]
-        sd = e8m0_scale(tl.max(tl.abs(df), 1))
+    if IS_FP8:  # dK = dS^T Q over the query axis
         q_k = tl.load(qk_ptrs + shift * stride_qkt, mask=row_ok[:, None], other=0.0)
-        ds8 = round_e4m3(df / sd[:, None])
-        if QK_BF16:  # nvfp4_fp8: Q holds exact E2M1 x UE4M3 values in bf16, a bf16 MMA
-            ds8 = ds8.to(tl.bfloat16)
-        dk = dk + _dot(ds8, q_k) * sd[:, None]
+        dk = dk + _quantized_row_dot(dsT, sq_m, q_k, QK_BF16)
     else:
         dk = _dot(_bf16(dsT), tl.trans(qT), dk)
     return dk, dv
@@ -411,16 +415,9 @@ def _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, s
         visible = (offs_n[None, :] >= seg_start_m[:, None]) & (offs_n[None, :] <= offs_m[:, None])
         p = tl.where(visible, p, 0.0)
     ds = p * (dp - delta[:, None])
-    if IS_FP8:
-        # dQ = dS K over the key axis: K's per-token scale folded into dS, rows quantized over
-        # this key tile; K read from its token-contiguous copy.
-        df = ds * sk[None, :]
-        sd = e8m0_scale(tl.max(tl.abs(df), 1))
+    if IS_FP8:  # dQ = dS K over the key axis; K read from its token-contiguous copy
         k_k = tl.load(kk_ptrs + shift * stride_kkt, mask=key_ok[:, None], other=0.0)
-        ds8 = round_e4m3(df / sd[:, None])
-        if QK_BF16:  # nvfp4_fp8: K holds exact E2M1 x UE4M3 values in bf16, a bf16 MMA
-            ds8 = ds8.to(tl.bfloat16)
-        dq = dq + _dot(ds8, k_k) * sd[:, None]
+        dq = dq + _quantized_row_dot(ds, sk, k_k, QK_BF16)
     else:
         dq = _dot(_bf16(ds), tl.trans(kT), dq)
     return dq
