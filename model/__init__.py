@@ -1,0 +1,1 @@
+"""Model-side pieces that know nothing of torchtitan (attention backends)."""
