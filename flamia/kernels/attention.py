@@ -113,6 +113,21 @@ def _bf16(x):
 
 
 @triton.jit
+def _query_tile(order_ptr, seg_start_ptr, total, H_Q: tl.constexpr, H_KV: tl.constexpr,
+                BLOCK_M: tl.constexpr):
+    """The query tile this program owns (grid (heads, tiles), tiles in launch order)."""
+    head = tl.program_id(0)
+    tile = tl.load(order_ptr + tl.program_id(1))
+    kv_head = head // (H_Q // H_KV)
+    start_m = tile * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    row_ok = offs_m < total
+    seg_start_m = tl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
+    last_row = tl.minimum(start_m + BLOCK_M, total) - 1
+    return head, kv_head, start_m, offs_m, row_ok, seg_start_m, last_row
+
+
+@triton.jit
 def _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N: tl.constexpr):
     """Key tiles a query tile [start_m, last_row] visits (forward and dQ):
     [lo, full_lo) boundary tiles (masked), [full_lo, full_hi) unmasked (inside the segment of
@@ -191,15 +206,9 @@ def _attn_fwd_kernel(
 ):
     """Forward. FP8 recipes: Q, K are E4M3 (mxfp8) or bf16 holding exact NVFP4 values
     (nvfp4_fp8, a bf16 MMA for S: Hopper has no FP4 MMA); V is E4M3 in both."""
-    head = tl.program_id(0)
-    tile = tl.load(order_ptr + tl.program_id(1))
-    kv_head = head // (H_Q // H_KV)
-    start_m = tile * BLOCK_M
-    offs_m = start_m + tl.arange(0, BLOCK_M)
+    head, kv_head, start_m, offs_m, row_ok, seg_start_m, last_row = _query_tile(
+        order_ptr, seg_start_ptr, total, H_Q, H_KV, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
-    row_ok = offs_m < total
-    seg_start_m = tl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
-    last_row = tl.minimum(start_m + BLOCK_M, total) - 1
 
     q_ptrs = (q_ptr + offs_m.to(tl.int64)[:, None] * stride_qt + head * stride_qh
               + offs_d[None, :])
@@ -434,15 +443,9 @@ def _attn_bwd_dq_kernel(
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
 ):
-    head = tl.program_id(0)
-    tile = tl.load(order_ptr + tl.program_id(1))
-    kv_head = head // (H_Q // H_KV)
-    start_m = tile * BLOCK_M
-    offs_m = start_m + tl.arange(0, BLOCK_M)
+    head, kv_head, start_m, offs_m, row_ok, seg_start_m, last_row = _query_tile(
+        order_ptr, seg_start_ptr, total, H_Q, H_KV, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
-    row_ok = offs_m < total
-    seg_start_m = tl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
-    last_row = tl.minimum(start_m + BLOCK_M, total) - 1
     rows64 = offs_m.to(tl.int64)[:, None]
     q = tl.load(q_ptr + rows64 * stride_qt + head * stride_qh + offs_d[None, :],
                 mask=row_ok[:, None], other=0.0)

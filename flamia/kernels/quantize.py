@@ -81,11 +81,14 @@ def round_e4m3(x):
 
 
 @triton.jit
-def _quantize_token_kernel(
-    x_ptr, x8_ptr, s_ptr,
-    stride_xt, stride_xh, stride_8t, stride_8h, stride_sh, total,
-    HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr,
+def _quantize_per_token_kernel(
+    x_ptr, data_ptr, s_ptr, stride_xt, stride_xh, stride_dt, stride_dh, stride_sh, total,
+    HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr, NVFP4: tl.constexpr,
 ):
+    """One pass over a [BLOCK_T, D] tile of one head. MX (NVFP4=False): E8M0 scale per
+    (token, head), E4M3 data. NVFP4: s = amax / (6 * 448) per (token, head); per 16 elements
+    b = UE4M3(amax_16 / (6 s)); e = E2M1(x / (b s)); stores e * b (exact in bf16) and s.
+    Same operations in the same order as flamia.reference.quantize_operand."""
     head = tl.program_id(1)
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -93,52 +96,35 @@ def _quantize_token_kernel(
     rows = offs_t.to(tl.int64)[:, None]
     x = tl.load(x_ptr + rows * stride_xt + head * stride_xh + offs_d[None, :], mask=ok[:, None],
                 other=0.0).to(tl.float32)
-    scale = e8m0_scale(tl.max(tl.abs(x), 1))
-    x8 = round_e4m3(x / scale[:, None])  # exact division by a power of two
-    tl.store(x8_ptr + rows * stride_8t + head * stride_8h + offs_d[None, :], x8, mask=ok[:, None])
+    if NVFP4:
+        scale = tl.max(tl.abs(x), 1) / 2688.0
+        scale = tl.where(scale == 0.0, 1.0, scale)
+        xb = tl.reshape(x, (BLOCK_T, HEAD_DIM // 16, 16))
+        bamax = tl.max(tl.abs(xb), 2)
+        b = round_to_grid(bamax / (6.0 * scale[:, None]), 3, -6, 448.0)  # UE4M3 (bamax >= 0)
+        safe = tl.where(b == 0.0, 1.0, b * scale[:, None])
+        e = round_to_grid(xb / safe[:, :, None], 1, 0, 6.0)  # E2M1
+        data = tl.where(b[:, :, None] == 0.0, 0.0, e * b[:, :, None])
+        data = tl.reshape(data, (BLOCK_T, HEAD_DIM)).to(tl.bfloat16)
+    else:
+        scale = e8m0_scale(tl.max(tl.abs(x), 1))
+        data = round_e4m3(x / scale[:, None])  # exact division by a power of two
+    tl.store(data_ptr + rows * stride_dt + head * stride_dh + offs_d[None, :], data,
+             mask=ok[:, None])
     tl.store(s_ptr + head * stride_sh + offs_t, scale, mask=ok)
 
 
-@triton.jit
-def _quantize_nvfp4_token_kernel(
-    x_ptr, xq_ptr, s_ptr, stride_xt, stride_xh, stride_qt, stride_qh, stride_sh, total,
-    HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr,
-):
-    """NVFP4 with a per-(token, head) fp32 second-level scale: s = amax / (6 * 448); per 16
-    elements b = UE4M3(amax_16 / (6 s)); e = E2M1(x / (b s)); stores e * b (exact in bf16) and s.
-    Same operations in the same order as flamia.reference._quantize_nvfp4_token."""
-    head = tl.program_id(1)
-    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    offs_d = tl.arange(0, HEAD_DIM)
-    ok = offs_t < total
-    rows = offs_t.to(tl.int64)[:, None]
-    x = tl.load(x_ptr + rows * stride_xt + head * stride_xh + offs_d[None, :], mask=ok[:, None],
-                other=0.0).to(tl.float32)
-    s_tok = tl.max(tl.abs(x), 1) / 2688.0
-    s_tok = tl.where(s_tok == 0.0, 1.0, s_tok)
-    xb = tl.reshape(x, (BLOCK_T, HEAD_DIM // 16, 16))
-    bamax = tl.max(tl.abs(xb), 2)
-    b = round_to_grid(bamax / (6.0 * s_tok[:, None]), 3, -6, 448.0)  # UE4M3 (bamax >= 0)
-    denom = b * s_tok[:, None]
-    safe = tl.where(b == 0.0, 1.0, denom)
-    e = round_to_grid(xb / safe[:, :, None], 1, 0, 6.0)  # E2M1
-    data = tl.where(b[:, :, None] == 0.0, 0.0, e * b[:, :, None])
-    data = tl.reshape(data, (BLOCK_T, HEAD_DIM))
-    tl.store(xq_ptr + rows * stride_qt + head * stride_qh + offs_d[None, :],
-             data.to(tl.bfloat16), mask=ok[:, None])
-    tl.store(s_ptr + head * stride_sh + offs_t, s_tok, mask=ok)
-
-
-def _per_token_quantize(kernel, x: torch.Tensor, storage: torch.dtype, transposed: bool):
-    """Launch a per-(token, head) quantizer kernel; (data, token-contiguous copy, scale [H, T])."""
+def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
+    """Launch the per-(token, head) quantizer; (data, token-contiguous copy, scale [H, T])."""
+    storage = torch.bfloat16 if nvfp4 else FP8_STORAGE
     assert x.stride(-1) == 1
     total, h, d = x.shape
     data = torch.empty((total, h, d), dtype=storage, device=x.device)
     scale = torch.empty((h, total), dtype=torch.float32, device=x.device)
     block_t = 32 if INTERPRET else 64
-    kernel[(triton.cdiv(total, block_t), h)](
+    _quantize_per_token_kernel[(triton.cdiv(total, block_t), h)](
         x, data, scale, x.stride(0), x.stride(1), data.stride(0), data.stride(1), scale.stride(0),
-        total, HEAD_DIM=d, BLOCK_T=block_t, num_warps=4,
+        total, HEAD_DIM=d, BLOCK_T=block_t, NVFP4=nvfp4, num_warps=4,
     )
     # See the module docstring: a separate copy until the fused transposed store is fixed.
     data_t = data.permute(1, 2, 0).contiguous() if transposed else None
@@ -150,9 +136,9 @@ def quantize_nvfp4_token(x: torch.Tensor, transposed: bool = True):
     per-token scale [H, T] float32) of x [T, H, D]; D a multiple of 16."""
     if x.shape[-1] % 16:
         raise ValueError(f"nvfp4 needs the head dim to be a multiple of 16, got {x.shape[-1]}")
-    return _per_token_quantize(_quantize_nvfp4_token_kernel, x, torch.bfloat16, transposed)
+    return _per_token_quantize(x, True, transposed)
 
 
 def quantize_mx_token(x: torch.Tensor, transposed: bool = True):
     """(x8 [T, H, D], xt8 [H, D, T] or None, scale [H, T] float32) of x [T, H, D]."""
-    return _per_token_quantize(_quantize_token_kernel, x, FP8_STORAGE, transposed)
+    return _per_token_quantize(x, False, transposed)
