@@ -175,7 +175,7 @@ def _model(backend):
 
     args = copy.deepcopy(FLAVORS["debug"])
     args.vocab_size, args.attention_backend, args.max_seq_len = 64, backend, 128
-    args.attn_type = {"sdpa": "sdpa"}.get(backend, "varlen")
+    args.attn_type = backend if backend in ("sdpa", "flex") else "varlen"
     args.attn_mask_type = "causal" if backend == "sdpa" else "block_causal"
     torch.manual_seed(0)
     model = FlamiaTransformer(args)
@@ -198,6 +198,7 @@ def _logits_fn(model, positions):
     ("bf16-reference", False, False), ("flamia-mxfp8", False, False),
     ("flamia-nvfp4_fp8", False, False), ("flamia-fp8_tensorwise", True, True),
     ("sdpa", False, True),  # torchtitan's sdpa is causal per row: it mixes packed documents
+    ("flex", False, False),  # torchtitan's flex with our document mask from positions
 ])
 def test_model_level_probes(backend, leaks_causal, leaks_cross):
     from flamia.probes import model_causal_probe, model_cross_document_probe
