@@ -149,6 +149,8 @@ def test_mxfp8_backend_trains_one_process(tmp_path):
     (["--flamia.corpus", "/nonexistent/corpus.jsonl"], "neither an embedded corpus"),
     (["--flamia.attention", "flamia-fp8_tensorwise"], "leaky control recipe"),
     (["--model.flavor", "7B"], "unknown model.flavor"),
+    pytest.param(["--flamia.attention", "flex"], "trains on CUDA only",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CPU-only rule")),
 ])
 def test_bad_config_fails_before_compute(tmp_path, args, message):
     proc = torchrun(tmp_path, *args, nproc=1, timeout=300)

@@ -328,6 +328,9 @@ def validate_job_config(job_config) -> None:
     if cfg.attention in FLAMIA_BACKENDS and seq_len % SEQ_LEN_MULTIPLE:
         raise ValueError(f"training.seq_len={seq_len} must be a multiple of {SEQ_LEN_MULTIPLE} "
                          f"for the flamia backends (rows start on the kernels' tile grid)")
+    if cfg.attention in ("flex", "varlen") and not torch.cuda.is_available():
+        raise ValueError(f"attention backend {cfg.attention!r} trains on CUDA only (torch has no "
+                         f"CPU backward for it); on a CPU use bf16-reference or a flamia backend")
     if cfg.attention == "flex" and seq_len % 128:
         raise ValueError(f"training.seq_len={seq_len} must be a multiple of 128 for flex "
                          f"attention (its block size)")
