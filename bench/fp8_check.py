@@ -26,14 +26,14 @@ def main():
         mk = lambda h: torch.randn(total, h, d, device="cuda", generator=g).bfloat16()
         q, k, v, do = mk(hq), mk(hkv), mk(hkv), mk(hq)
         t = time.time()
-        for recipe in ("bf16", "mxfp8"):
+        for recipe in ("bf16", "mxfp8", "nvfp4_fp8"):
             ours = attention_forward_backward(
                 lambda *a: flamia.attention(*a, total, recipe=recipe, impl="triton"), q, k, v, do, cu)
             ref = attention_forward_backward(flamia.reference_attention, q, k, v, do, cu,
                                              recipe=recipe)
             rel = [((a.float() - b.float()).norm() / b.float().norm()).item() for a, b in zip(ours, ref)]
             nan = [int(torch.isnan(a).sum()) for a in ours]
-            print(f"{recipe:6} D={d} kernel vs reference recipe rel O/dQ/dK/dV:",
+            print(f"{recipe:9} D={d} kernel vs reference recipe rel O/dQ/dK/dV:",
                   " ".join(f"{r:.2e}" for r in rel), "nans", nan, f"{time.time() - t:.0f}s",
                   flush=True)
 
