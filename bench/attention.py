@@ -237,6 +237,33 @@ def time_provider(fn, q, k, v, do):
     return fwd, both
 
 
+def kernel_profile(fn, q, k, v, do, iters=5) -> dict[str, float]:
+    """Where one fwd+bwd call's GPU time goes: ms per call of each CUDA kernel (torch.profiler),
+    largest first. Names are the kernels' own (Triton function names, torch copy kernels)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    def fwd_bwd():
+        for t in (q, k, v):
+            t.grad = None
+        fn().backward(do)
+
+    fwd_bwd()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fwd_bwd()
+        torch.cuda.synchronize()
+    times: dict[str, float] = {}
+    for e in prof.key_averages():
+        if e.device_type != DeviceType.CUDA:  # kernels only: CPU ops would count them twice
+            continue
+        t = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+        if t > 0 and e.key:
+            times[e.key[:80]] = times.get(e.key[:80], 0.0) + t / 1e3 / iters
+    return dict(sorted(times.items(), key=lambda kv: -kv[1]))
+
+
 def environment() -> dict:
     import triton
 
@@ -259,7 +286,7 @@ def environment() -> dict:
     return env
 
 
-def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2):
+def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile=False):
     """All providers on one workload: same inputs, checked, then timed."""
     lengths = packed_lengths(dist, rows, L, seed)
     total = rows * L
@@ -285,6 +312,8 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2):
                 row.update(fwd_ms=fwd, fwd_bwd_ms=both, bwd_ms=both - fwd,
                            fwd_tflops=flops / fwd * 1e-9, bwd_tflops=2.5 * flops / (both - fwd) * 1e-9,
                            fwd_bwd_tflops=3.5 * flops / both * 1e-9)
+                if profile and name.startswith("flamia"):
+                    row["profile_ms"] = kernel_profile(fn, q, k, v, do)
         except Exception as e:  # a provider that cannot run this workload is reported, not hidden
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
         results.append(row)
@@ -320,6 +349,22 @@ def format_table(results) -> str:
     return "\n".join(lines)
 
 
+def format_profiles(results) -> str:
+    """Per-kernel GPU ms of one fwd+bwd call, for the rows profiled (--profile)."""
+    out = []
+    for r in results:
+        if "profile_ms" not in r:
+            continue
+        total = sum(r["profile_ms"].values())
+        out.append(f"### {r['workload']} D={r['D']} {r['provider']}: {total:.3f} ms of kernels "
+                   f"per fwd+bwd (timed {r['fwd_bwd_ms']:.3f} ms)\n")
+        out += [f"- {ms:.3f} ms ({100 * ms / total:.0f}%) {name}" for name, ms in r["profile_ms"].items()
+                if ms >= 0.005]
+        out.append("")
+    return ("## Where the time goes (torch.profiler, GPU kernels per fwd+bwd call)\n\n"
+            + "\n".join(out)) if out else ""
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="two workloads, for a smoke run")
@@ -330,6 +375,8 @@ def main(argv=None):
                     help="also print/write the accuracy table (flamia.report) with the kernels")
     ap.add_argument("--dists", nargs="+", choices=DISTRIBUTIONS,
                     help="with --quick: these distributions (B=4, L=8k, Hq=Hkv=16, D=128)")
+    ap.add_argument("--profile", action="store_true",
+                    help="also record each flamia provider's GPU time per kernel (torch.profiler)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("bench/attention.py needs a CUDA GPU")
@@ -347,7 +394,7 @@ def main(argv=None):
     results = []
     for w in grid:
         try:
-            res = run_workload(*w, providers=args.providers)
+            res = run_workload(*w, providers=args.providers, profile=args.profile)
         except torch.OutOfMemoryError as e:  # the reference of a huge workload: report, go on
             res = [{"workload": w[0], "rows": w[1], "L": w[2], "Hq": w[3], "Hkv": w[4], "D": w[5],
                     "segments": -1, "provider": "all", "error": f"OOM: {str(e)[:120]}"}]
@@ -364,6 +411,11 @@ def main(argv=None):
             f.write("Environment: " + ", ".join(f"{k}={v}" for k, v in env.items()) + "\n\n")
             f.write(table + "\n")
     print("\n" + table)
+    profiles = format_profiles(results)
+    if profiles:
+        print("\n" + profiles)
+        with open(base + ".md", "a") as f:
+            f.write("\n" + profiles + "\n")
     if args.accuracy:
         from flamia.report import accuracy_checks, accuracy_rows, format_accuracy
 
