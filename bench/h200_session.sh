@@ -38,7 +38,7 @@ train)
       --job.dump_folder $OUT/run_$v --checkpoint.no-enable > $OUT/train_$v.log 2>&1
     grep -E "step: *[0-9]+ " $OUT/train_$v.log | tail -3
   done
-  python -m train.compare $OUT/run_bf16 $OUT/run_mxfp8 --out $OUT/compare || true
+  python -m train.compare $OUT/run_bf16 $OUT/run_mxfp8 --out $OUT/compare.png || true
   ;;
 bench)
   step "bench" 560 python -m bench.attention --accuracy --profile --out $OUT > $OUT/bench.log 2>&1
