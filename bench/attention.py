@@ -305,6 +305,8 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
             fn = PROVIDERS[name](q, k, v, cu, lengths, L)
             errs = check(fn, q, k, v, do, ref)
             row["rel_err"] = errs
+            print(f"  {dist} {name}: checked, rel err " +
+                  " ".join(f"{n} {e:.1e}" for n, e in errs.items()), flush=True)
             if max(errs.values()) > CHECK_TOL.get(name, tol):
                 row["error"] = f"failed correctness check (rel err {errs}), not timed"
             else:

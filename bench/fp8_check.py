@@ -1,41 +1,96 @@
-"""Quick GPU check of the MXFP8 path against the reference recipe (prints relative differences
-per tensor and the quantizer's agreement). PYTHONPATH=$PWD python -m bench.fp8_check"""
+"""GPU check of the FP8 paths against the reference recipe, under both FP8 accumulation modes.
 
+    FLAMIA_AUTOTUNE=0 PYTHONPATH=$PWD python -m bench.fp8_check
+
+Prints (1) the quantizers' mismatches against flamia.reference (must be 0), (2) for each recipe,
+head dim and accumulation mode (FLAMIA_FP8_ACC fast / precise, see flamia.kernels.attention
+._dot8) the relative L2 difference of O, dQ, dK, dV between the kernel and the reference
+recipe, and (3) fwd+bwd ms of one 16k-token document (Hq=Hkv=16, D=128) per recipe and mode.
+"""
+
+import os
 import time
 
 import torch
 
 import flamia
-from flamia.kernels.quantize import quantize_mx_token
+from flamia.kernels.quantize import quantize_mx_token, quantize_nvfp4_token
 from flamia.reference import attention_forward_backward, quantize_operand
+
+
+def quantizer_report(g):
+    x = torch.randn(70, 2, 128, device="cuda", generator=g) * torch.exp2(
+        torch.randint(-20, 20, (70, 2, 1), device="cuda", generator=g).float())
+    x[3] = 0.0
+    x[4, 1, :16] = 0.0
+    x[5, 0, 0] = 1e4
+    x = torch.cat([x, torch.randn(230, 2, 128, device="cuda", generator=g) * 3]).bfloat16()
+    for name, fn, scaling in (("mxfp8", quantize_mx_token, "mx_token"),
+                              ("nvfp4", quantize_nvfp4_token, "nvfp4_token")):
+        data8, data_t, s = fn(x)
+        data, scale = quantize_operand(x, scaling)
+        bad = (data8.float() != data)
+        print(f"quantizer {name}: scale mismatches {(s.t() != scale).sum().item()}, data "
+              f"mismatches {bad.sum().item()}, transposed mismatches "
+              f"{(data_t.permute(2, 0, 1).float() != data).sum().item()} of {data.numel()}",
+              flush=True)
+        for idx in bad.nonzero()[:4].tolist():
+            t, h, d = idx
+            print(f"   [{t},{h},{d}] x={x[t, h, d].item()!r} kernel={data8[t, h, d].item()!r} "
+                  f"ref={data[t, h, d].item()!r} token scale={scale[t, h].item()!r}")
+
+
+def _cu(lengths):
+    cu = torch.zeros(len(lengths) + 1, dtype=torch.int32)
+    cu[1:] = torch.cumsum(torch.tensor(lengths), 0)
+    return cu.cuda()
+
+
+def set_acc(mode):
+    os.environ["FLAMIA_FP8_ACC"] = mode
 
 
 def main():
     g = torch.Generator(device="cuda").manual_seed(0)
-    x = (torch.randn(300, 4, 128, device="cuda", generator=g) * 3).bfloat16()
-    x8, xt8, s = quantize_mx_token(x)
-    data, scale = quantize_operand(x, "mx_token")
-    print("quantizer: scale mismatches", (s.t() != scale).sum().item(), "data mismatches",
-          (x8.float() != data).sum().item(), "transposed mismatches",
-          (xt8.permute(2, 0, 1).float() != data).sum().item(), flush=True)
-    for lengths, hq, hkv, d in [([1, 7, 129, 63, 100], 4, 2, 64), ([1, 7, 129, 1000, 63], 4, 2, 128)]:
-        cu = torch.zeros(len(lengths) + 1, dtype=torch.int32)
-        cu[1:] = torch.cumsum(torch.tensor(lengths), 0)
-        cu = cu.cuda()
-        total = sum(lengths)
+    quantizer_report(g)
+    for lengths, hq, hkv, d in [([1, 7, 129, 63, 100], 4, 2, 64),
+                                ([1, 7, 129, 1000, 63, 2100], 4, 2, 128)]:
+        cu, total = _cu(lengths), sum(lengths)
         mk = lambda h: torch.randn(total, h, d, device="cuda", generator=g).bfloat16()
         q, k, v, do = mk(hq), mk(hkv), mk(hkv), mk(hq)
-        t = time.time()
-        for recipe in ("bf16", "mxfp8", "nvfp4_fp8"):
-            ours = attention_forward_backward(
-                lambda *a: flamia.attention(*a, total, recipe=recipe, impl="triton"), q, k, v, do, cu)
+        for recipe, modes in (("bf16", ["-"]), ("mxfp8", ["fast", "precise"]),
+                              ("nvfp4_fp8", ["fast", "precise"])):
             ref = attention_forward_backward(flamia.reference_attention, q, k, v, do, cu,
                                              recipe=recipe)
-            rel = [((a.float() - b.float()).norm() / b.float().norm()).item() for a, b in zip(ours, ref)]
-            nan = [int(torch.isnan(a).sum()) for a in ours]
-            print(f"{recipe:9} D={d} kernel vs reference recipe rel O/dQ/dK/dV:",
-                  " ".join(f"{r:.2e}" for r in rel), "nans", nan, f"{time.time() - t:.0f}s",
-                  flush=True)
+            for mode in modes:
+                set_acc("fast" if mode == "-" else mode)
+                t = time.time()
+                ours = attention_forward_backward(
+                    lambda *a: flamia.attention(*a, total, recipe=recipe, impl="triton"),
+                    q, k, v, do, cu)
+                rel = [((a.float() - b.float()).norm() / b.float().norm()).item()
+                       for a, b in zip(ours, ref)]
+                nan = [int(torch.isnan(a).sum()) for a in ours]
+                print(f"{recipe:9} D={d:3} acc={mode:7} kernel vs reference recipe rel "
+                      f"O/dQ/dK/dV: " + " ".join(f"{r:.2e}" for r in rel) + f" nans {nan} "
+                      f"{time.time() - t:.0f}s", flush=True)
+    from triton.testing import do_bench
+
+    total, h, d = 16384, 16, 128
+    cu = _cu([total])
+    mk = lambda: torch.randn(total, h, d, device="cuda", generator=g).bfloat16().requires_grad_()
+    q, k, v = mk(), mk(), mk()
+    do = torch.randn(total, h, d, device="cuda", generator=g).bfloat16()
+    flops = 3.5 * 4.0 * h * d * total * (total + 1) / 2
+    for recipe, mode in (("bf16", "fast"), ("mxfp8", "fast"), ("mxfp8", "precise"),
+                         ("nvfp4_fp8", "fast")):
+        set_acc(mode)
+        fn = lambda: flamia.attention(q, k, v, cu, total, recipe=recipe, impl="triton").backward(do)
+        ms = do_bench(fn, warmup=20, rep=100, grad_to_none=[q, k, v], return_mode="median")
+        print(f"timing one 16k doc H=16 D=128 {recipe:9} acc={mode:7}: fwd+bwd {ms:.3f} ms "
+              f"{flops / ms * 1e-9:.0f} TF/s (FLAMIA_AUTOTUNE={os.environ.get('FLAMIA_AUTOTUNE')})",
+              flush=True)
+    set_acc("fast")
 
 
 if __name__ == "__main__":

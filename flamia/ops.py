@@ -188,7 +188,8 @@ def attention_fwd_fp8(
     k8, kt8, sk = QK_QUANTIZER[recipe](k)
     v8, vt8, sv = quantize_mx_token(v)
     o, lse = K.attention_fwd(q8, k8, None, seg_start, order_fwd, softmax_scale,
-                             fp8={"sq": sq, "sk": sk, "sv": sv, "vt": vt8})
+                             fp8={"sq": sq, "sk": sk, "sv": sv, "vt": vt8,
+                                  "qk_bf16": recipe == "nvfp4_fp8"})
     return o, lse, q8, qt8, sq, k8, kt8, sk, v8, sv
 
 

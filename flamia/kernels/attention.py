@@ -85,7 +85,7 @@ def dq_blocks(d: int) -> tuple[int, int]:
     return _blocks(DQ_BLOCKS, d, "FLAMIA_DQ_BLOCKS")
 
 
-def _configs(warps=(4, 8), stages=(2, 3, 4)):
+def _configs(warps=(4, 8), stages=(2, 3)):
     """Warps x stages sweep (the tile shape is fixed above). Under the interpreter one config:
     multi-config autotune is meaningless and slow there."""
     if INTERPRET:
@@ -100,6 +100,28 @@ def _dot(a, b, acc=None):
     if IS_INTERPRETER:
         return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
     return tl.dot(a, b, acc)
+
+
+@triton.jit
+def _dot8(a, b, PRECISE_ACC: tl.constexpr):
+    """a @ b (fp32 result) for two E4M3 operands on Hopper's FP8 tensor cores. By default
+    (triton on sm_90) a whole K chain of one tl.dot accumulates inside the tensor core, whose FP8
+    accumulator keeps fewer bits than fp32; PRECISE_ACC promotes the partial sum to fp32 after
+    every 32 products (one wgmma K step), at some speed cost (bench.fp8_check measures both)."""
+    if IS_INTERPRETER:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32))
+    if PRECISE_ACC:
+        return tl.dot(a, b, max_num_imprecise_acc=32)
+    return tl.dot(a, b)
+
+
+@triton.jit
+def _qk_dot(a, b, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr, PRECISE_ACC: tl.constexpr):
+    """Products of Q and K data: E4M3 x E4M3 (mxfp8), or bf16 x bf16 (bf16, and nvfp4_fp8 whose
+    exact NVFP4 values are held in bf16); the same for dO with V (E4M3 in both FP8 recipes)."""
+    if IS_FP8 and not QK_BF16:
+        return _dot8(a, b, PRECISE_ACC)
+    return _dot(a, b)
 
 
 @triton.jit
@@ -144,7 +166,7 @@ def _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr):
+def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr, PRECISE_ACC: tl.constexpr):
     """(x * fold[None, :]) @ b with the left operand quantized in registers: E4M3 with one E8M0
     scale per row over this tile's columns (the recipe's in-register group), the scale applied to
     the fp32 result. ``fold`` is the per-token scale of b's tokens, folded in before quantization;
@@ -154,8 +176,8 @@ def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr):
     scale = e8m0_scale(tl.max(tl.abs(xf), 1))
     a = round_e4m3(xf / scale[:, None])  # exact division by a power of two
     if B_IS_BF16:
-        a = a.to(tl.bfloat16)
-    return _dot(a, b) * scale[:, None]
+        return _dot(a.to(tl.bfloat16), b) * scale[:, None]
+    return _dot8(a, b, PRECISE_ACC) * scale[:, None]
 
 
 # ------------------------------------------------------------------------------------------
@@ -166,12 +188,13 @@ def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr):
 @triton.jit
 def _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m, seg_start_m,
               start_n, stride_kt, stride_vt, qk_scale, total,
-              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr):
+              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
+              QK_BF16: tl.constexpr, PRECISE_ACC: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     # Only masked (diagonal) tiles can reach past the last token.
     key_ok = offs_n < total if MASKED else offs_n >= 0
     k = tl.load(k_ptrs + tl.cast(start_n, tl.int64) * stride_kt, mask=key_ok[None, :], other=0.0)
-    x = _dot(q, k)
+    x = _qk_dot(q, k, IS_FP8, QK_BF16, PRECISE_ACC)
     if IS_FP8:  # per-token scales factor out of S = Q K^T: outer product on the accumulator
         sk = tl.load(sk_ptrs + offs_n, mask=key_ok, other=1.0)
         x = x * (sq[:, None] * sk[None, :])
@@ -189,20 +212,22 @@ def _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m, se
     v = tl.load(v_ptrs + tl.cast(start_n, tl.int64) * stride_vt, mask=key_ok[:, None], other=0.0)
     if IS_FP8:  # O += P' V8 with P' = P sV quantized per row of the tile
         sv = tl.load(sv_ptrs + offs_n, mask=key_ok, other=1.0)
-        acc = acc * alpha[:, None] + _quantized_row_dot(p, sv, v, False)
+        acc = acc * alpha[:, None] + _quantized_row_dot(p, sv, v, False, PRECISE_ACC)
     else:
         acc = acc * alpha[:, None] + _dot(_bf16(p), v)
     return acc, l_i, m_new
 
 
-@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8"])
+@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16",
+                                          "PRECISE_ACC"])
 @triton.jit
 def _attn_fwd_kernel(
     q_ptr, k_ptr, v_ptr, sq_ptr, sk_ptr, sv_ptr, o_ptr, lse_ptr, seg_start_ptr, order_ptr,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_vd, stride_sqh,
     stride_skh, stride_ot, stride_oh, stride_lh, total, qk_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
+    PRECISE_ACC: tl.constexpr,
 ):
     """Forward. FP8 recipes: Q, K are E4M3 (mxfp8) or bf16 holding exact NVFP4 values
     (nvfp4_fp8, a bf16 MMA for S: Hopper has no FP4 MMA); V is E4M3 in both."""
@@ -234,15 +259,15 @@ def _attn_fwd_kernel(
     for n in range(lo, full_lo):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
                                   seg_start_m, n * BLOCK_N, stride_kt, stride_vt, qk_scale, total,
-                                  BLOCK_N, True, IS_FP8)
+                                  BLOCK_N, True, IS_FP8, QK_BF16, PRECISE_ACC)
     for n in range(full_lo, full_hi):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
                                   seg_start_m, n * BLOCK_N, stride_kt, stride_vt, qk_scale, total,
-                                  BLOCK_N, False, IS_FP8)
+                                  BLOCK_N, False, IS_FP8, QK_BF16, PRECISE_ACC)
     for n in range(full_hi, hi):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
                                   seg_start_m, n * BLOCK_N, stride_kt, stride_vt, qk_scale, total,
-                                  BLOCK_N, True, IS_FP8)
+                                  BLOCK_N, True, IS_FP8, QK_BF16, PRECISE_ACC)
 
     o = acc / l_i[:, None]
     o_ptrs = o_ptr + offs_m.to(tl.int64)[:, None] * stride_ot + head * stride_oh + offs_d[None, :]
@@ -281,13 +306,13 @@ def _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_
                lse_ptrs, delta_ptrs, offs_n, seg_end_n, start_m, stride_qt, stride_dot,
                stride_qkt, stride_dokt, total, qk_scale,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
-               QK_BF16: tl.constexpr):
+               QK_BF16: tl.constexpr, PRECISE_ACC: tl.constexpr):
     offs_m = start_m + tl.arange(0, BLOCK_M)
     row_ok = offs_m < total
     shift = tl.cast(start_m, tl.int64)
     qT = tl.load(q_ptrs + shift * stride_qt, mask=row_ok[None, :], other=0.0)  # [D, BLOCK_M]
     lse = tl.load(lse_ptrs + offs_m, mask=row_ok, other=0.0)
-    xT = _dot(k, qT)  # [BLOCK_N, BLOCK_M]
+    xT = _qk_dot(k, qT, IS_FP8, QK_BF16, PRECISE_ACC)  # [BLOCK_N, BLOCK_M]
     if IS_FP8:
         sq_m = tl.load(sq_ptrs + offs_m, mask=row_ok, other=1.0)
         sdo_m = tl.load(sdo_ptrs + offs_m, mask=row_ok, other=1.0)
@@ -298,25 +323,26 @@ def _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_
         pT = tl.where(visible, pT, 0.0)
     do = tl.load(do_ptrs + shift * stride_dot, mask=row_ok[:, None], other=0.0)  # [BLOCK_M, D]
     delta = tl.load(delta_ptrs + offs_m, mask=row_ok, other=0.0)
-    dpT = _dot(v, tl.trans(do))
+    dpT = _qk_dot(v, tl.trans(do), IS_FP8, False, PRECISE_ACC)
     if IS_FP8:
         # dV = P^T dO over the query axis, rows quantized over this query tile; dO read from its
         # token-contiguous copy (K-major for the MMA).
         do_k = tl.load(dok_ptrs + shift * stride_dokt, mask=row_ok[:, None], other=0.0)
-        dv = dv + _quantized_row_dot(pT, sdo_m, do_k, False)
+        dv = dv + _quantized_row_dot(pT, sdo_m, do_k, False, PRECISE_ACC)
         dpT = dpT * (sv_n[:, None] * sdo_m[None, :])
     else:
         dv = _dot(_bf16(pT), do, dv)
     dsT = pT * (dpT - delta[None, :])
     if IS_FP8:  # dK = dS^T Q over the query axis
         q_k = tl.load(qk_ptrs + shift * stride_qkt, mask=row_ok[:, None], other=0.0)
-        dk = dk + _quantized_row_dot(dsT, sq_m, q_k, QK_BF16)
+        dk = dk + _quantized_row_dot(dsT, sq_m, q_k, QK_BF16, PRECISE_ACC)
     else:
         dk = _dot(_bf16(dsT), tl.trans(qT), dk)
     return dk, dv
 
 
-@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16"])
+@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16",
+                                          "PRECISE_ACC"])
 @triton.jit
 def _attn_bwd_dkdv_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, qk_ptr, dok_ptr, sq_ptr, sk_ptr, sv_ptr, sdo_ptr,
@@ -327,6 +353,7 @@ def _attn_bwd_dkdv_kernel(
     total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
+    PRECISE_ACC: tl.constexpr,
 ):
     kv_head = tl.program_id(0)
     tile = tl.load(order_ptr + tl.program_id(1))
@@ -378,17 +405,17 @@ def _attn_bwd_dkdv_kernel(
             dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, qk_scale, BLOCK_M, True, IS_FP8, QK_BF16)
+                                total, qk_scale, BLOCK_M, True, IS_FP8, QK_BF16, PRECISE_ACC)
         for m in range(full_lo, full_hi):
             dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, qk_scale, BLOCK_M, False, IS_FP8, QK_BF16)
+                                total, qk_scale, BLOCK_M, False, IS_FP8, QK_BF16, PRECISE_ACC)
         for m in range(full_hi, hi):
             dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, qk_scale, BLOCK_M, True, IS_FP8, QK_BF16)
+                                total, qk_scale, BLOCK_M, True, IS_FP8, QK_BF16, PRECISE_ACC)
 
     dk = dk * sm_scale
     tl.store(dk_ptr + offs_n.to(tl.int64)[:, None] * stride_dkt + kv_head * stride_dkh
@@ -406,14 +433,14 @@ def _attn_bwd_dkdv_kernel(
 def _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs, offs_m,
              seg_start_m, start_n, stride_kt, stride_vt, stride_kkt, qk_scale, total,
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
-             QK_BF16: tl.constexpr):
+             QK_BF16: tl.constexpr, PRECISE_ACC: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     shift = tl.cast(start_n, tl.int64)
     key_ok = offs_n < total if MASKED else offs_n >= 0
     kT = tl.load(k_ptrs + shift * stride_kt, mask=key_ok[None, :], other=0.0)  # [D, BLOCK_N]
     vT = tl.load(v_ptrs + shift * stride_vt, mask=key_ok[None, :], other=0.0)  # [D, BLOCK_N]
-    x = _dot(q, kT)
-    dp = _dot(do, vT)
+    x = _qk_dot(q, kT, IS_FP8, QK_BF16, PRECISE_ACC)
+    dp = _qk_dot(do, vT, IS_FP8, False, PRECISE_ACC)
     if IS_FP8:
         sk = tl.load(sk_ptrs + offs_n, mask=key_ok, other=1.0)
         sv = tl.load(sv_ptrs + offs_n, mask=key_ok, other=1.0)
@@ -426,13 +453,14 @@ def _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, s
     ds = p * (dp - delta[:, None])
     if IS_FP8:  # dQ = dS K over the key axis; K read from its token-contiguous copy
         k_k = tl.load(kk_ptrs + shift * stride_kkt, mask=key_ok[:, None], other=0.0)
-        dq = dq + _quantized_row_dot(ds, sk, k_k, QK_BF16)
+        dq = dq + _quantized_row_dot(ds, sk, k_k, QK_BF16, PRECISE_ACC)
     else:
         dq = _dot(_bf16(ds), tl.trans(kT), dq)
     return dq
 
 
-@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16"])
+@triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16",
+                                          "PRECISE_ACC"])
 @triton.jit
 def _attn_bwd_dq_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, kk_ptr, sq_ptr, sk_ptr, sv_ptr, sdo_ptr, lse_ptr, delta_ptr,
@@ -442,6 +470,7 @@ def _attn_bwd_dq_kernel(
     total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
+    PRECISE_ACC: tl.constexpr,
 ):
     head, kv_head, start_m, offs_m, row_ok, seg_start_m, last_row = _query_tile(
         order_ptr, seg_start_ptr, total, H_Q, H_KV, BLOCK_M)
@@ -473,15 +502,15 @@ def _attn_bwd_dq_kernel(
     for n in range(lo, full_lo):
         dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
-                      qk_scale, total, BLOCK_N, True, IS_FP8, QK_BF16)
+                      qk_scale, total, BLOCK_N, True, IS_FP8, QK_BF16, PRECISE_ACC)
     for n in range(full_lo, full_hi):
         dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
-                      qk_scale, total, BLOCK_N, False, IS_FP8, QK_BF16)
+                      qk_scale, total, BLOCK_N, False, IS_FP8, QK_BF16, PRECISE_ACC)
     for n in range(full_hi, hi):
         dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
-                      qk_scale, total, BLOCK_N, True, IS_FP8, QK_BF16)
+                      qk_scale, total, BLOCK_N, True, IS_FP8, QK_BF16, PRECISE_ACC)
     dq = dq * sm_scale
     tl.store(dq_ptr + rows64 * stride_dqt + head * stride_dqh + offs_d[None, :],
              _bf16(dq), mask=row_ok[:, None])
@@ -497,6 +526,19 @@ def _attn_bwd_dq_kernel(
 empty = torch.empty
 
 
+FP8_ACCUMULATION = ("fast", "precise")
+
+
+def fp8_precise_accumulation() -> bool:
+    """FLAMIA_FP8_ACC=precise: E4M3 MMAs promote to fp32 every 32 products (see _dot8); the
+    default "fast" keeps Hopper's native FP8 accumulation within each tile's MMA chain. Read at
+    every launch, so one process can compare both."""
+    mode = os.environ.get("FLAMIA_FP8_ACC", "fast")
+    if mode not in FP8_ACCUMULATION:
+        raise ValueError(f"FLAMIA_FP8_ACC={mode!r}; accepted: {FP8_ACCUMULATION}")
+    return mode == "precise"
+
+
 def _check_unit_d(*ts):
     for t in ts:
         assert t.stride(-1) == 1, "head dim must be contiguous"
@@ -507,7 +549,8 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
     of size ``fwd_blocks(D)[0]``.
 
     BF16: q, k, v bf16 [T, H, D]. FP8 (``fp8`` given): q, k are the E4M3 tensors [T, H, D], and
-    ``fp8`` = {"sq", "sk", "sv": scales [H, T], "vt": V's token-contiguous copy [Hkv, D, T]}.
+    ``fp8`` = {"sq", "sk", "sv": scales [H, T], "vt": V's token-contiguous copy [Hkv, D, T],
+    "qk_bf16": Q and K data held in bf16 (nvfp4_fp8)}.
     """
     _check_unit_d(q, k)
     total, hq, d = q.shape
@@ -530,6 +573,8 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), *v_args[1:], *s_strides,
         o.stride(0), o.stride(1), lse.stride(0), total, softmax_scale * LOG2E,
         H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, IS_FP8=fp8 is not None,
+        QK_BF16=fp8 is not None and fp8.get("qk_bf16", False),
+        PRECISE_ACC=fp8 is not None and fp8_precise_accumulation(),
     )
     return o, lse
 
@@ -571,6 +616,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         tcopy = lambda t: (0, 0, 0)
         s_strides = (0, 0)
     qk_scale = softmax_scale * LOG2E
+    precise = is_fp8 and fp8_precise_accumulation()
     bm, bn = bwd_blocks(d)
     _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
         q, k, v, do_in, qt, dot, sq, sk, sv, sdo, lse, delta, dk, dv, seg_end, order_dkdv,
@@ -579,6 +625,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1), lse.stride(0),
         total, qk_scale, softmax_scale,
         H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8, QK_BF16=qk_bf16,
+        PRECISE_ACC=precise,
     )
     bm, bn = dq_blocks(d)
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
@@ -587,5 +634,6 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         do_in.stride(0), do_in.stride(1), *tcopy(kt), *s_strides,
         dq.stride(0), dq.stride(1), lse.stride(0), total, qk_scale, softmax_scale,
         H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8, QK_BF16=qk_bf16,
+        PRECISE_ACC=precise,
     )
     return dq, dk, dv

@@ -97,13 +97,15 @@ def _quantize_per_token_kernel(
     x = tl.load(x_ptr + rows * stride_xt + head * stride_xh + offs_d[None, :], mask=ok[:, None],
                 other=0.0).to(tl.float32)
     if NVFP4:
-        scale = tl.max(tl.abs(x), 1) / 2688.0
+        # div_rn: IEEE division as in the reference (triton's "/" on fp32 is the approximate
+        # div.full.f32 on NVIDIA GPUs; exact only for the power-of-two divisors of the MX path).
+        scale = tl.math.div_rn(tl.max(tl.abs(x), 1), 2688.0)
         scale = tl.where(scale == 0.0, 1.0, scale)
         xb = tl.reshape(x, (BLOCK_T, HEAD_DIM // 16, 16))
         bamax = tl.max(tl.abs(xb), 2)
-        b = round_to_grid(bamax / (6.0 * scale[:, None]), 3, -6, 448.0)  # UE4M3 (bamax >= 0)
+        b = round_to_grid(tl.math.div_rn(bamax, 6.0 * scale[:, None]), 3, -6, 448.0)  # UE4M3
         safe = tl.where(b == 0.0, 1.0, b * scale[:, None])
-        e = round_to_grid(xb / safe[:, :, None], 1, 0, 6.0)  # E2M1
+        e = round_to_grid(tl.math.div_rn(xb, safe[:, :, None]), 1, 0, 6.0)  # E2M1
         data = tl.where(b[:, :, None] == 0.0, 0.0, e * b[:, :, None])
         data = tl.reshape(data, (BLOCK_T, HEAD_DIM)).to(tl.bfloat16)
     else:
