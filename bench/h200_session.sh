@@ -30,10 +30,17 @@ check)
     --out $OUT > $OUT/bench.log 2>&1
   tail -60 $OUT/bench.log
   ;;
+checktrain)  # fp8 check + GPU tests + a 200-step 125M comparison, within one 600 s call
+  FLAMIA_AUTOTUNE=0 step "fp8 check" 130 python -m bench.fp8_check 2>&1 | tee $OUT/fp8_check.log
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 130 python -m pytest -q -p no:cacheprovider \
+    tests/test_kernels_fp8.py tests/test_kernels.py tests/test_api.py > $OUT/gpu_tests.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
+  bash $0 train 200 140
+  ;;
 train)
   steps=${2:-300}
   for v in bf16 mxfp8; do
-    step "train 125M $v" 240 torchrun --nproc_per_node=1 -m train \
+    step "train 125M $v" ${3:-240} torchrun --nproc_per_node=1 -m train \
       --job.config_file configs/llama3_125m_$v.toml --training.steps $steps \
       --job.dump_folder $OUT/run_$v --checkpoint.no-enable > $OUT/train_$v.log 2>&1
     grep -E "step: *[0-9]+ " $OUT/train_$v.log | tail -3
