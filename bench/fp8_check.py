@@ -12,6 +12,8 @@ import os
 import time
 
 import torch
+import triton
+import triton.language as tl
 
 import flamia
 from flamia.kernels.quantize import quantize_mx_token, quantize_nvfp4_token
@@ -40,6 +42,36 @@ def quantizer_report(g):
                   f"ref={data[t, h, d].item()!r} token scale={scale[t, h].item()!r}")
 
 
+@triton.jit
+def _mma_kernel(a_ptr, b_ptr, c_ptr, K: tl.constexpr, PRECISE: tl.constexpr):
+    m = tl.arange(0, 64)
+    k = tl.arange(0, K)
+    a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+    b = tl.load(b_ptr + k[:, None] + m[None, :] * K)  # [K, 64], K contiguous (K-major)
+    if PRECISE:
+        c = tl.dot(a, b, max_num_imprecise_acc=32)
+    else:
+        c = tl.dot(a, b)
+    tl.store(c_ptr + m[:, None] * 64 + m[None, :], c)
+
+
+def mma_accumulation_report(g):
+    """Relative error of one E4M3 x E4M3 tl.dot (64 x K x 64, fp32 result) against the exact
+    float64 product: Hopper's FP8 tensor cores do not accumulate in full fp32 (the products are
+    exact, the sum is not); max_num_imprecise_acc=32 promotes to fp32 between wgmma K steps."""
+    for K in (32, 64, 128):
+        a = (torch.randn(64, K, device="cuda", generator=g) * 16).to(torch.float8_e4m3fn)
+        b = (torch.randn(64, K, device="cuda", generator=g) * 16).to(torch.float8_e4m3fn)
+        exact = a.double() @ b.double().t()
+        for precise in (False, True):
+            c = torch.empty(64, 64, device="cuda")
+            _mma_kernel[(1,)](a, b, c, K=K, PRECISE=precise)
+            err = (c.double() - exact).abs()
+            print(f"E4M3 MMA 64x{K}x64 {'precise' if precise else 'fast   '}: rel L2 error "
+                  f"{(err.norm() / exact.norm()).item():.2e}, max |err| / max |C| "
+                  f"{(err.max() / exact.abs().max()).item():.2e}", flush=True)
+
+
 def _cu(lengths):
     cu = torch.zeros(len(lengths) + 1, dtype=torch.int32)
     cu[1:] = torch.cumsum(torch.tensor(lengths), 0)
@@ -52,6 +84,7 @@ def set_acc(mode):
 
 def main():
     g = torch.Generator(device="cuda").manual_seed(0)
+    mma_accumulation_report(g)
     quantizer_report(g)
     for lengths, hq, hkv, d in [([1, 7, 129, 63, 100], 4, 2, 64),
                                 ([1, 7, 129, 1000, 63, 2100], 4, 2, 128)]:

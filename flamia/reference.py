@@ -77,7 +77,9 @@ def _quantize_nvfp4_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if D % NVFP4_BLOCK:
         raise ValueError(f"nvfp4 needs the head dim to be a multiple of 16, got {D}")
     amax_tok = x.abs().amax(dim=-1)
-    s_tok = amax_tok / (E2M1.max_normal * UE4M3.max_normal)
+    # Divide by a tensor, not a Python scalar: on CUDA torch turns division by a scalar into a
+    # multiplication by its reciprocal, which is not the IEEE quotient (the kernel's div_rn is).
+    s_tok = amax_tok / torch.full_like(amax_tok, E2M1.max_normal * UE4M3.max_normal)
     s_tok = torch.where(s_tok == 0, torch.ones_like(s_tok), s_tok)
     xb = x.reshape(T, H, D // NVFP4_BLOCK, NVFP4_BLOCK)
     bamax = xb.abs().amax(dim=-1, keepdim=True)
@@ -116,7 +118,7 @@ def quantize_operand(x: torch.Tensor, scaling: str) -> tuple[torch.Tensor, torch
         return _quantize_seqblock(x), ones
     if scaling == "tensorwise":
         amax = x.abs().amax()
-        s = amax / E4M3.max_normal
+        s = amax / torch.full_like(amax, E4M3.max_normal)  # IEEE on every device (see above)
         s = torch.where((s == 0) | ~torch.isfinite(s), torch.ones_like(s), s)
         return round_to_format(x / s, E4M3), ones * s
     raise ValueError(f"unknown input scaling {scaling!r}")

@@ -15,11 +15,14 @@ from conftest import DEVICE, rand_qkvdo
 from test_kernels import _cu
 
 # Kernel vs reference tolerance (relative L2). Both compute the same recipe on the same E4M3
-# values; only fp32 accumulation order differs. That moves S, dP by ~1e-7 relative, which can flip
-# the E4M3 rounding of an in-register entry lying within that distance of a rounding midpoint
-# (one E4M3 step, 2^-3 relative, on a tiny fraction of entries), and the bf16 output rounding can
-# tie differently. Measured: interpreter 1.2e-5 (O) and 0 (grads); H200 in the GPU tier.
-TOL = {"cpu": 1e-4, "cuda": 2e-3}
+# values; only the accumulation of S, dP and the in-register products differs. A difference in S
+# can flip the E4M3 rounding of an entry of P' (one E4M3 step, 2^-3 relative) lying that close to
+# a rounding midpoint. Interpreter (exact fp32 accumulation, another order): 1.2e-5 (O), 0
+# (gradients). H200: Hopper's FP8 tensor cores do not accumulate in full fp32 within one MMA
+# instruction (bench/fp8_check.py measures it), which moves S far more than fp32 reordering and
+# flips more entries: measured 3e-3 (O) to 7e-3 (dQ, dK) for mxfp8, a tenth of the recipe's
+# quantization floor (4-6%); the bound 1.5e-2 leaves 2x for longer documents.
+TOL = {"cpu": 1e-4, "cuda": 1.5e-2}
 
 
 def _fp8(q, k, v, cu, recipe="mxfp8"):
@@ -116,4 +119,10 @@ def test_mxfp8_opcheck():
     plan = batch_plan(cu, total, d)
     args = (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), plan.seg_start,
             plan.seg_end, plan.order_fwd, plan.order_dkdv, plan.order_dq, d**-0.5, "mxfp8")
-    torch.library.opcheck(attention_fwd_fp8, args)
+    checks = ("test_schema", "test_autograd_registration", "test_faketensor",
+              "test_aot_dispatch_dynamic")
+    if DEVICE == "cuda":
+        # aot_dispatch builds its loss by summing every output, and torch has no CUDA sum for
+        # float8 (the op returns the E4M3 tensors it saves); the CPU tier (bf16 storage) runs it.
+        checks = checks[:3]
+    torch.library.opcheck(attention_fwd_fp8, args, test_utils=checks)

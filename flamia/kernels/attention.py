@@ -90,8 +90,12 @@ def _configs(warps=(4, 8), stages=(2, 3)):
     multi-config autotune is meaningless and slow there."""
     if INTERPRET:
         return [triton.Config({}, num_warps=4, num_stages=1)]
-    if os.environ.get("FLAMIA_AUTOTUNE") == "0":  # correctness runs: skip the sweep's compiles
+    choice = os.environ.get("FLAMIA_AUTOTUNE", "")
+    if choice == "0":  # correctness runs: skip the sweep's compiles
         return [triton.Config({}, num_warps=8, num_stages=2)]
+    if choice:  # an explicit sweep, e.g. "8x2,8x3" (warps x stages): shorter GPU sessions
+        pairs = [tuple(int(n) for n in item.split("x")) for item in choice.split(",")]
+        return [triton.Config({}, num_warps=w, num_stages=s) for w, s in pairs]
     return [triton.Config({}, num_warps=w, num_stages=s) for w in warps for s in stages]
 
 
@@ -108,11 +112,14 @@ def _dot8(a, b, PRECISE_ACC: tl.constexpr):
     (triton on sm_90) a whole K chain of one tl.dot accumulates inside the tensor core, whose FP8
     accumulator keeps fewer bits than fp32; PRECISE_ACC promotes the partial sum to fp32 after
     every 32 products (one wgmma K step), at some speed cost (bench.fp8_check measures both)."""
+    # if/else, not early returns: triton generates the code after a constexpr-guarded return.
     if IS_INTERPRETER:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32))
-    if PRECISE_ACC:
-        return tl.dot(a, b, max_num_imprecise_acc=32)
-    return tl.dot(a, b)
+        out = tl.dot(a.to(tl.float32), b.to(tl.float32))
+    elif PRECISE_ACC:
+        out = tl.dot(a, b, max_num_imprecise_acc=32)
+    else:
+        out = tl.dot(a, b)
+    return out
 
 
 @triton.jit
@@ -120,8 +127,10 @@ def _qk_dot(a, b, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr, PRECISE_ACC: tl.c
     """Products of Q and K data: E4M3 x E4M3 (mxfp8), or bf16 x bf16 (bf16, and nvfp4_fp8 whose
     exact NVFP4 values are held in bf16); the same for dO with V (E4M3 in both FP8 recipes)."""
     if IS_FP8 and not QK_BF16:
-        return _dot8(a, b, PRECISE_ACC)
-    return _dot(a, b)
+        out = _dot8(a, b, PRECISE_ACC)
+    else:
+        out = _dot(a, b)
+    return out
 
 
 @triton.jit
@@ -176,8 +185,10 @@ def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr, PRECISE_ACC: tl.cons
     scale = e8m0_scale(tl.max(tl.abs(xf), 1))
     a = round_e4m3(xf / scale[:, None])  # exact division by a power of two
     if B_IS_BF16:
-        return _dot(a.to(tl.bfloat16), b) * scale[:, None]
-    return _dot8(a, b, PRECISE_ACC) * scale[:, None]
+        out = _dot(a.to(tl.bfloat16), b)
+    else:
+        out = _dot8(a, b, PRECISE_ACC)
+    return out * scale[:, None]
 
 
 # ------------------------------------------------------------------------------------------
