@@ -126,3 +126,14 @@ def test_mxfp8_opcheck():
         # float8 (the op returns the E4M3 tensors it saves); the CPU tier (bf16 storage) runs it.
         checks = checks[:3]
     torch.library.opcheck(attention_fwd_fp8, args, test_utils=checks)
+
+
+def test_token_major_copy_triton(monkeypatch):
+    from flamia.kernels.quantize import token_major_copy
+
+    x8, _, _ = quantize_mx_token(torch.randn(100, 3, 64).bfloat16().to(DEVICE), transposed=False)
+    ref = x8.permute(1, 2, 0).contiguous()
+    monkeypatch.setenv("FLAMIA_FP8_TRANSPOSE", "triton")
+    ours = token_major_copy(x8)
+    assert ours.dtype == x8.dtype and ours.shape == ref.shape
+    assert torch.equal(ours.float(), ref.float())
