@@ -5,6 +5,8 @@
                           softmax_scale, recipe) -> (dq, dk, dv)                      (bf16)
     flamia::attention_fwd_fp8 / attention_bwd_fp8: the same for mxfp8 and nvfp4_fp8, with the
         fused quantizers inside; the forward also returns the quantized tensors it saves
+        (data and scales of Q, K, V: about 0.64x the bytes the bf16 op saves, see
+        bench/activation_memory.py)
     flamia::batch_plan(cu_seqlens, total, head_dim): the per-batch scheduling tensors
 
 The batch plan (per-token segment start/end and the tiles' launch orders) is derived from
@@ -21,7 +23,7 @@ import torch
 
 from ._tensor_cache import TensorCache
 from .kernels import attention as K
-from .kernels.quantize import quantize_mx_token, quantize_nvfp4_token
+from .kernels.quantize import quantize_mx_token, quantize_nvfp4_token, token_major_copy
 
 __all__ = ["TRITON_RECIPES", "triton_attention", "BatchPlan", "batch_plan"]
 
@@ -169,9 +171,11 @@ attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
 # ------------------------------------------------------------------------------------------
-# FP8 (mxfp8): fused quantization of Q, K, V in the forward and of dO in the backward. The
-# forward saves the quantized tensors (E4M3 data, token-contiguous copies of Q and K, scales)
-# for the backward instead of the bf16 inputs.
+# FP8 (mxfp8, nvfp4_fp8): fused quantization of Q, K, V in the forward and of dO in the backward.
+# The forward saves the quantized tensors (E4M3 / NVFP4 data and per-token scales) for the
+# backward instead of the bf16 inputs. The token-major copies the backward's MMAs read (Q, K,
+# dO) are made in the backward, so they are never held between forward and backward; V's copy
+# is the forward's own (P V) and is not saved.
 # ------------------------------------------------------------------------------------------
 
 
@@ -181,16 +185,16 @@ def attention_fwd_fp8(
     seg_end: torch.Tensor, order_fwd: torch.Tensor, order_dkdv: torch.Tensor,
     order_dq: torch.Tensor, softmax_scale: float, recipe: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
-           torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(o, lse2, q8, qt8, sq, k8, kt8, sk, v8, sv): the output and what the backward reads."""
+           torch.Tensor, torch.Tensor]:
+    """(o, lse2, q8, sq, k8, sk, v8, sv): the output and what the backward reads."""
     _check_recipe(recipe, FP8_RECIPES)
-    q8, qt8, sq = QK_QUANTIZER[recipe](q)
-    k8, kt8, sk = QK_QUANTIZER[recipe](k)
+    q8, _, sq = QK_QUANTIZER[recipe](q, transposed=False)
+    k8, _, sk = QK_QUANTIZER[recipe](k, transposed=False)
     v8, vt8, sv = quantize_mx_token(v)
     o, lse = K.attention_fwd(q8, k8, None, seg_start, order_fwd, softmax_scale,
                              fp8={"sq": sq, "sk": sk, "sv": sv, "vt": vt8,
                                   "qk_bf16": recipe == "nvfp4_fp8"})
-    return o, lse, q8, qt8, sq, k8, kt8, sk, v8, sv
+    return o, lse, q8, sq, k8, sk, v8, sv
 
 
 @attention_fwd_fp8.register_fake
@@ -203,28 +207,27 @@ def _(q, k, v, seg_start, seg_end, order_fwd, order_dkdv, order_dq, softmax_scal
     qk = f8 if recipe == "mxfp8" else (lambda *shape: q.new_empty(shape, dtype=torch.bfloat16))
     f32 = lambda *shape: q.new_empty(shape, dtype=torch.float32)
     return (q.new_empty(q.shape, dtype=torch.bfloat16), f32(hq, total),
-            qk(total, hq, d), qk(hq, d, total), f32(hq, total),
-            qk(total, hkv, d), qk(hkv, d, total), f32(hkv, total),
+            qk(total, hq, d), f32(hq, total), qk(total, hkv, d), f32(hkv, total),
             f8(total, hkv, d), f32(hkv, total))
 
 
 @torch.library.custom_op("flamia::attention_bwd_fp8", mutates_args=())
 def attention_bwd_fp8(
-    do: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, q8: torch.Tensor, qt8: torch.Tensor,
-    sq: torch.Tensor, k8: torch.Tensor, kt8: torch.Tensor, sk: torch.Tensor, v8: torch.Tensor,
-    sv: torch.Tensor, seg_start: torch.Tensor, seg_end: torch.Tensor, order_dkdv: torch.Tensor,
+    do: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, q8: torch.Tensor, sq: torch.Tensor,
+    k8: torch.Tensor, sk: torch.Tensor, v8: torch.Tensor, sv: torch.Tensor,
+    seg_start: torch.Tensor, seg_end: torch.Tensor, order_dkdv: torch.Tensor,
     order_dq: torch.Tensor, softmax_scale: float, recipe: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_recipe(recipe, FP8_RECIPES)
     do8, dot8, sdo = quantize_mx_token(do)
-    fp8 = {"do8": do8, "qt": qt8, "kt": kt8, "dot": dot8, "sq": sq, "sk": sk, "sv": sv,
-           "sdo": sdo, "qk_bf16": recipe == "nvfp4_fp8"}
+    fp8 = {"do8": do8, "qt": token_major_copy(q8), "kt": token_major_copy(k8), "dot": dot8,
+           "sq": sq, "sk": sk, "sv": sv, "sdo": sdo, "qk_bf16": recipe == "nvfp4_fp8"}
     return K.attention_bwd(do, q8, k8, v8, o, lse, seg_start, seg_end, order_dkdv, order_dq,
                            softmax_scale, fp8=fp8)
 
 
 @attention_bwd_fp8.register_fake
-def _(do, o, lse, q8, qt8, sq, k8, kt8, sk, v8, sv, seg_start, seg_end, order_dkdv, order_dq,
+def _(do, o, lse, q8, sq, k8, sk, v8, sv, seg_start, seg_end, order_dkdv, order_dq,
       softmax_scale, recipe):
     bf16 = lambda t: t.new_empty(t.shape, dtype=torch.bfloat16)
     return bf16(q8), bf16(k8), bf16(v8)
@@ -232,13 +235,13 @@ def _(do, o, lse, q8, qt8, sq, k8, kt8, sk, v8, sv, seg_start, seg_end, order_dk
 
 def _setup_context_fp8(ctx, inputs, output):
     _, _, _, seg_start, seg_end, _, order_dkdv, order_dq, softmax_scale, recipe = inputs
-    o, lse, q8, qt8, sq, k8, kt8, sk, v8, sv = output
-    ctx.mark_non_differentiable(lse, q8, qt8, sq, k8, kt8, sk, v8, sv)
+    o, lse, q8, sq, k8, sk, v8, sv = output
+    ctx.mark_non_differentiable(lse, q8, sq, k8, sk, v8, sv)
     # The saved tensors are outputs without gradients: do not let autograd fill zero gradients
     # for them before every backward (measured 0.1 ms per call at 4 x 8k tokens, 16 heads).
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(o, lse, q8, qt8, sq, k8, kt8, sk, v8, sv, seg_start, seg_end,
-                          order_dkdv, order_dq)
+    ctx.save_for_backward(o, lse, q8, sq, k8, sk, v8, sv, seg_start, seg_end, order_dkdv,
+                          order_dq)
     ctx.softmax_scale, ctx.recipe = softmax_scale, recipe
 
 

@@ -137,3 +137,16 @@ def test_token_major_copy_triton(monkeypatch):
     ours = token_major_copy(x8)
     assert ours.dtype == x8.dtype and ours.shape == ref.shape
     assert torch.equal(ours.float(), ref.float())
+
+
+def test_fp8_ops_save_quantized_tensors_only():
+    """The FP8 ops keep E4M3 data and per-token scales for the backward, not bf16 copies and not
+    the token-major copies (made in the backward): 0.64x the bf16 op's bytes at 16 heads, D=128."""
+    from bench.activation_memory import saved_bytes_per_token
+
+    hq = hkv = 16
+    d = 128
+    bf16 = saved_bytes_per_token("bf16", hq, hkv, d)["bytes_per_token"]
+    mxfp8 = saved_bytes_per_token("mxfp8", hq, hkv, d)["bytes_per_token"]
+    assert bf16 == 2 * (2 * hq + 2 * hkv) * d + 4 * hq  # q, k, v, o in bf16; lse
+    assert mxfp8 == 2 * hq * d + (hq + 2 * hkv) * d + 4 * (2 * hq + 2 * hkv)  # o; q8 k8 v8; scales, lse
