@@ -8,7 +8,7 @@ out=${1:-bench/results}
 run() {  # name, then VAR=value assignments
   local name=$1; shift
   echo "== $name $*"
-  env "$@" timeout 50 python -m bench.attention --quick --dists lognormal_1k \
+  env "$@" timeout 45 python -m bench.attention --quick --dists lognormal_1k \
     --providers flamia-mxfp8 --profile --out "$out" --tag "_fp8sweep_$name" 2>&1 \
     | grep -E '^\| lognormal|^- .*_attn_|^- .*elementwise_kernel<128|^- .*_quantize'
 }

@@ -57,7 +57,7 @@ final)  # fp8 check, quick benchmark with FP8 providers and profile, GPU tests (
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
   ;;
 sweep)  # MXFP8 config sweep (bench/fp8_sweep.sh), ~5 min
-  step "transpose check" 40 python -m bench.transpose_check 2>&1 | tee $OUT/transpose_check.log
+  step "transpose check" 35 python -m bench.transpose_check 2>&1 | tee $OUT/transpose_check.log
   bench/fp8_sweep.sh $OUT 2>&1 | tee $OUT/fp8_sweep.log
   ;;
 bench)
