@@ -5,10 +5,11 @@
 # and dQ BLOCK_N, dK/dV BLOCK_M) stay 64 = the recipe's inreg_group. Usage: bench/fp8_sweep.sh OUT
 set -u
 out=${1:-bench/results}
-run() {  # name, then VAR=value assignments
+run() {  # name, then VAR=value assignments; FLAMIA_SWEEP="name ..." runs only those
   local name=$1; shift
+  if [ -n "${FLAMIA_SWEEP:-}" ] && [[ " $FLAMIA_SWEEP " != *" $name "* ]]; then return; fi
   echo "== $name $*"
-  env "$@" timeout 45 python -m bench.attention --quick --dists lognormal_1k \
+  env "$@" timeout ${FLAMIA_SWEEP_TIMEOUT:-45} python -m bench.attention --quick --dists lognormal_1k \
     --providers flamia-mxfp8 --profile --out "$out" --tag "_fp8sweep_$name" 2>&1 \
     | grep -E '^\| lognormal|^- .*_attn_|^- .*elementwise_kernel<128|^- .*_quantize'
 }

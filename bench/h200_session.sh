@@ -60,6 +60,10 @@ sweep)  # MXFP8 config sweep (bench/fp8_sweep.sh), ~5 min
   step "transpose check" 35 python -m bench.transpose_check 2>&1 | tee $OUT/transpose_check.log
   bench/fp8_sweep.sh $OUT 2>&1 | tee $OUT/fp8_sweep.log
   ;;
+mini)  # what fits in ~150 s: transpose check and three MXFP8 settings
+  step "transpose check" 30 python -m bench.transpose_check 2>&1 | tee $OUT/transpose_check.log
+  FLAMIA_SWEEP="w4s2 bwd64x64_w8s2 bwd64x64_w4s2" bench/fp8_sweep.sh $OUT 2>&1 | tee $OUT/fp8_sweep.log
+  ;;
 bench)
   step "bench" 560 python -m bench.attention --accuracy --profile --out $OUT > $OUT/bench.log 2>&1
   tail -80 $OUT/bench.log
