@@ -20,6 +20,9 @@ Providers:
     varlen       torch.nn.attention.varlen.varlen_attn, window_size=(-1, 0) (causal)
     cudnn-dense  SDPA with SDPBackend.CUDNN_ATTENTION, is_causal=True: only valid, and only run,
                  on workloads of one document per row
+    cudnn-thd    cuDNN's ragged (THD) SDPA forward/backward through nvidia-cudnn-frontend (wheel
+                 from ../shared/device/wheels.sh); written 2026-12-03 without GPU time, first run
+                 pending: a failure is reported in its row, the other providers still run
 
 Writes <out>/attention_<date>_<gpu>.json and .md with GPU, versions and date; prints the table.
 """
@@ -169,6 +172,109 @@ def prep_cudnn_dense(q, k, v, cu, lengths, L):
     return run
 
 
+def prep_cudnn_thd(q, k, v, cu, lengths, L):
+    """cuDNN's ragged (THD) BF16 attention through nvidia-cudnn-frontend's graph API: the packed
+    [T, H, D] tensors are described as [segments, H, max_len, D] with row strides of the packed
+    layout and per-segment ragged offsets cu_seqlens * H * D (elements), a padding mask from the
+    segment lengths and a top-left causal band, so cuDNN reads the packed tensors in place.
+    Forward and backward graphs are built once per workload (outside the timed call)."""
+    import cudnn
+
+    total, hq, d = q.shape
+    hkv = k.shape[1]
+    nseg, smax = len(lengths), max(lengths)
+    dev = q.device
+    seqlen = torch.tensor(lengths, dtype=torch.int32, device=dev).view(nseg, 1, 1, 1)
+    ragged = {h: (cu.to(torch.int64) * h * d).view(nseg + 1, 1, 1, 1).contiguous()
+              for h in {hq, hkv}}
+    handle = cudnn.create_handle()
+    cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+    bf16, f32 = cudnn.data_type.BFLOAT16, cudnn.data_type.FLOAT
+    dims = lambda h: [nseg, h, smax, d]
+    strides = lambda h: [smax * h * d, d, h * d, 1]
+    band = {"diagonal_alignment": cudnn.diagonal_alignment.TOP_LEFT,
+            "diagonal_band_right_bound": 0}  # key <= query: causal
+    scale = d**-0.5
+
+    def graph():
+        return cudnn.pygraph(io_data_type=bf16, intermediate_data_type=f32,
+                             compute_data_type=f32, handle=handle)
+
+    def packed(g, name, h, pack):
+        """A [segments, h, max_len, d] view of a packed tensor; returns the graph tensor and
+        registers its ragged-offset tensor in ``pack`` (graph tensor -> torch tensor)."""
+        t = g.tensor(name=name, dim=dims(h), stride=strides(h), data_type=bf16)
+        off = g.tensor_like(ragged[h])
+        t.set_ragged_offset(off)
+        pack[off] = ragged[h]
+        return t
+
+    def finish(g):
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        g.check_support()
+        g.build_plans()
+        return g
+
+    # Forward graph
+    gf, fixed_f = graph(), {}
+    fq, fk, fv = (packed(gf, n, h, fixed_f) for n, h in (("q", hq), ("k", hkv), ("v", hkv)))
+    sq_, skv_ = gf.tensor_like(seqlen), gf.tensor_like(seqlen)
+    fixed_f.update({sq_: seqlen, skv_: seqlen})
+    fo, fstats = gf.sdpa(name="sdpa", q=fq, k=fk, v=fv, generate_stats=True, attn_scale=scale,
+                         use_padding_mask=True, seq_len_q=sq_, seq_len_kv=skv_, **band)
+    fo.set_output(True).set_dim(dims(hq)).set_stride(strides(hq))
+    fo_off = gf.tensor_like(ragged[hq])
+    fo.set_ragged_offset(fo_off)
+    fixed_f[fo_off] = ragged[hq]
+    fstats.set_output(True).set_data_type(f32)
+    finish(gf)
+
+    # Backward graph
+    gb, fixed_b = graph(), {}
+    bq, bk, bv, bo, bdo = (packed(gb, n, h, fixed_b) for n, h in
+                           (("q", hq), ("k", hkv), ("v", hkv), ("o", hq), ("do", hq)))
+    stats_buf = torch.empty(nseg, hq, smax, 1, dtype=torch.float32, device=dev)
+    bstats = gb.tensor_like(stats_buf)
+    bsq, bskv = gb.tensor_like(seqlen), gb.tensor_like(seqlen)
+    fixed_b.update({bsq: seqlen, bskv: seqlen})
+    max_t = (total + 63) // 64 * 64
+    bdq, bdk, bdv = gb.sdpa_backward(
+        name="sdpa_backward", q=bq, k=bk, v=bv, o=bo, dO=bdo, stats=bstats, attn_scale=scale,
+        use_padding_mask=True, seq_len_q=bsq, seq_len_kv=bskv, max_total_seq_len_q=max_t,
+        max_total_seq_len_kv=max_t, **band)
+    for t, h in ((bdq, hq), (bdk, hkv), (bdv, hkv)):
+        t.set_output(True).set_dim(dims(h)).set_stride(strides(h))
+        off = gb.tensor_like(ragged[h])
+        t.set_ragged_offset(off)
+        fixed_b[off] = ragged[h]
+    finish(gb)
+    workspace = torch.empty(max(gf.get_workspace_size(), gb.get_workspace_size(), 1),
+                            dtype=torch.uint8, device=dev)
+
+    class CudnnThd(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q_, k_, v_):
+            o_ = torch.empty_like(q_)
+            stats = torch.empty_like(stats_buf)
+            gf.execute({**fixed_f, fq: q_, fk: k_, fv: v_, fo: o_, fstats: stats}, workspace,
+                       handle=handle)
+            ctx.save_for_backward(q_, k_, v_, o_, stats)
+            return o_
+
+        @staticmethod
+        def backward(ctx, do):
+            q_, k_, v_, o_, stats = ctx.saved_tensors
+            do = do.contiguous()
+            dq, dk, dv = torch.empty_like(q_), torch.empty_like(k_), torch.empty_like(v_)
+            gb.execute({**fixed_b, bq: q_, bk: k_, bv: v_, bo: o_, bdo: do, bstats: stats,
+                        bdq: dq, bdk: dk, bdv: dv}, workspace, handle=handle)
+            return dq, dk, dv
+
+    return lambda: CudnnThd.apply(q, k, v)
+
+
 PROVIDERS = {
     "flamia-bf16": prep_flamia,
     "flamia-mxfp8": prep_flamia_mxfp8,
@@ -177,8 +283,9 @@ PROVIDERS = {
     "flex": prep_flex,
     "varlen": prep_varlen,
     "cudnn-dense": prep_cudnn_dense,
+    "cudnn-thd": prep_cudnn_thd,
 }
-BASELINES = ("flex", "varlen", "cudnn-dense")
+BASELINES = ("flex", "varlen", "cudnn-dense", "cudnn-thd")
 # Correctness gate before timing (relative L2 error vs the fp32 reference): bf16 providers sit
 # near 3e-3; FP8 recipes sit near their input-quantization floor (~4-6%, DESIGN.md s6), so their
 # gate only proves that attention is computed; their precision is the accuracy table's job.
