@@ -34,7 +34,7 @@ def quantizer_report(g):
         bad = (data8.float() != data)
         print(f"quantizer {name}: scale mismatches {(s.t() != scale).sum().item()}, data "
               f"mismatches {bad.sum().item()}, transposed mismatches "
-              f"{(data_t.permute(2, 0, 1).float() != data).sum().item()} of {data.numel()}",
+              f"{(data_t[..., : x.shape[0]].permute(2, 0, 1).float() != data).sum().item()} of {data.numel()}",
               flush=True)
         for idx in bad.nonzero()[:4].tolist():
             t, h, d = idx

@@ -220,7 +220,11 @@ def _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m, se
     alpha = tl.math.exp2(m_i - m_sub)
     p = tl.math.exp2(x - m_sub[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
-    v = tl.load(v_ptrs + tl.cast(start_n, tl.int64) * stride_vt, mask=key_ok[:, None], other=0.0)
+    if IS_FP8:  # V's token-major copy is zero-padded: no mask along its contiguous token axis
+        v = tl.load(v_ptrs + tl.cast(start_n, tl.int64) * stride_vt)
+    else:
+        v = tl.load(v_ptrs + tl.cast(start_n, tl.int64) * stride_vt, mask=key_ok[:, None],
+                    other=0.0)
     if IS_FP8:  # O += P' V8 with P' = P sV quantized per row of the tile
         sv = tl.load(sv_ptrs + offs_n, mask=key_ok, other=1.0)
         acc = acc * alpha[:, None] + _quantized_row_dot(p, sv, v, False, PRECISE_ACC)
@@ -338,14 +342,14 @@ def _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_
     if IS_FP8:
         # dV = P^T dO over the query axis, rows quantized over this query tile; dO read from its
         # token-contiguous copy (K-major for the MMA).
-        do_k = tl.load(dok_ptrs + shift * stride_dokt, mask=row_ok[:, None], other=0.0)
+        do_k = tl.load(dok_ptrs + shift * stride_dokt)  # zero-padded: no token-axis mask
         dv = dv + _quantized_row_dot(pT, sdo_m, do_k, False, PRECISE_ACC)
         dpT = dpT * (sv_n[:, None] * sdo_m[None, :])
     else:
         dv = _dot(_bf16(pT), do, dv)
     dsT = pT * (dpT - delta[None, :])
     if IS_FP8:  # dK = dS^T Q over the query axis
-        q_k = tl.load(qk_ptrs + shift * stride_qkt, mask=row_ok[:, None], other=0.0)
+        q_k = tl.load(qk_ptrs + shift * stride_qkt)  # zero-padded: no token-axis mask
         dk = dk + _quantized_row_dot(dsT, sq_m, q_k, QK_BF16, PRECISE_ACC)
     else:
         dk = _dot(_bf16(dsT), tl.trans(qT), dk)
@@ -463,7 +467,7 @@ def _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, s
         p = tl.where(visible, p, 0.0)
     ds = p * (dp - delta[:, None])
     if IS_FP8:  # dQ = dS K over the key axis; K read from its token-contiguous copy
-        k_k = tl.load(kk_ptrs + shift * stride_kkt, mask=key_ok[:, None], other=0.0)
+        k_k = tl.load(kk_ptrs + shift * stride_kkt)  # zero-padded: no token-axis mask
         dq = dq + _quantized_row_dot(ds, sk, k_k, QK_BF16, PRECISE_ACC)
     else:
         dq = _dot(_bf16(ds), tl.trans(kT), dq)
@@ -560,7 +564,7 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
     of size ``fwd_blocks(D)[0]``.
 
     BF16: q, k, v bf16 [T, H, D]. FP8 (``fp8`` given): q, k are the E4M3 tensors [T, H, D], and
-    ``fp8`` = {"sq", "sk", "sv": scales [H, T], "vt": V's token-contiguous copy [Hkv, D, T],
+    ``fp8`` = {"sq", "sk", "sv": scales [H, T], "vt": V's token-contiguous copy [Hkv, D, T_pad],
     "qk_bf16": Q and K data held in bf16 (nvfp4_fp8)}.
     """
     _check_unit_d(q, k)
@@ -596,7 +600,8 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
 
     ``do``, ``o``: bf16 [T, Hq, D] (delta = rowsum(dO * O) is computed from them). BF16: q, k, v
     bf16. FP8 (``fp8`` given): q, k, v are the E4M3 tensors and ``fp8`` = {"do8": E4M3 dO,
-    "qt", "kt", "dot": token-contiguous copies [H, D, T] of Q, K, dO; "sq", "sk", "sv", "sdo":
+    "qt", "kt", "dot": token-contiguous copies [H, D, T_pad] of Q, K, dO (zero-padded, see
+    quantize.token_major_copy); "sq", "sk", "sv", "sdo":
     scales [H, T]}.
     """
     do = do if do.stride(-1) == 1 else do.contiguous()
@@ -618,7 +623,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         do_in = fp8["do8"]
         qt, kt, dot = fp8["qt"], fp8["kt"], fp8["dot"]
         sq, sk, sv, sdo = fp8["sq"], fp8["sk"], fp8["sv"], fp8["sdo"]
-        tcopy = lambda t: (1, t.stride(0), t.stride(1))  # token, head, dim strides of [H, D, T]
+        tcopy = lambda t: (1, t.stride(0), t.stride(1))  # token, head, dim strides of [H, D, T_pad]
         s_strides = (sq.stride(0), sk.stride(0))
     else:
         do_in = do

@@ -5,7 +5,8 @@ One pass over x [T, H, D] (bf16) writes
     s_HT    [H, T]     float32 power-of-two scales 2^ceil(log2(amax / 448)) (E8M0 values; 1 for
                        an all-zero row)
 and the launcher adds
-    xt8_HDT [H, D, T]  the same bytes transposed: Hopper's FP8 MMA reads its B operand K-major,
+    xt8_HDT [H, D, T_pad]  the same bytes transposed, zero-padded along T (token_major_copy):
+                       Hopper's FP8 MMA reads its B operand K-major,
                        so a matmul contracting over tokens (P V, dS K, P^T dO, dS^T Q) reads this
                        copy; same values, other layout.
 The transposed copy is a separate torch copy for now: writing it from the quantizer kernel
@@ -116,10 +117,17 @@ def _quantize_per_token_kernel(
     tl.store(s_ptr + head * stride_sh + offs_t, scale, mask=ok)
 
 
+# Token-major copies are padded along T to a multiple of TOKEN_PAD with zeros: the attention
+# kernels then load their tiles without a mask along the (contiguous) token axis, so the loads
+# vectorize and pipeline (a mask along the contiguous axis makes triton fall back to 1-byte
+# loads); the zeros keep 0 * padding finite for the masked-out keys and queries.
+TOKEN_PAD = 128
+
+
 @triton.jit
 def _token_major_copy_kernel(x_ptr, out_ptr, stride_xt, stride_xh, stride_oh, stride_od, total,
                              HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
-    """out[h, d, t] = x[t, h, d] for one [BLOCK_T, D] tile of one head (bytes: uint8 views)."""
+    """out[h, d, t] = x[t, h, d] (0 for t >= total) for one [BLOCK_T, D] tile of one head."""
     head = tl.program_id(1)
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -127,21 +135,26 @@ def _token_major_copy_kernel(x_ptr, out_ptr, stride_xt, stride_xh, stride_oh, st
     x = tl.load(x_ptr + offs_t.to(tl.int64)[:, None] * stride_xt + head * stride_xh
                 + offs_d[None, :], mask=ok[:, None], other=0)
     out = out_ptr + head * stride_oh + offs_d.to(tl.int64)[:, None] * stride_od + offs_t[None, :]
-    tl.store(out, tl.trans(x), mask=ok[None, :])
+    tl.store(out, tl.trans(x))
 
 
 def token_major_copy(data: torch.Tensor) -> torch.Tensor:
-    """[T, H, D] -> contiguous [H, D, T], the same bytes. FLAMIA_FP8_TRANSPOSE=triton uses the
-    Triton copy above (experimental: check it with bench/transpose_check.py on the GPU first);
-    the default is torch's copy (correct, but a slow strided byte copy: 1.6 ms of a 20 ms
-    fwd+bwd at 4 x 8k tokens, 16 heads, bench/results/attention_20261203-0718_*)."""
-    if os.environ.get("FLAMIA_FP8_TRANSPOSE", "torch") != "triton":
-        return data.permute(1, 2, 0).contiguous()
+    """[T, H, D] -> contiguous [H, D, T_pad], the same bytes, T_pad = T rounded up to TOKEN_PAD,
+    zeros after T. FLAMIA_FP8_TRANSPOSE=triton uses the Triton copy above (experimental: check it
+    with bench/transpose_check.py on the GPU first); the default is torch's copy (correct, but a
+    slow strided byte copy: 1.6 ms of a 20 ms fwd+bwd at 4 x 8k tokens, 16 heads,
+    bench/results/attention_20261203-0718_*)."""
     total, h, d = data.shape
+    padded = triton.cdiv(total, TOKEN_PAD) * TOKEN_PAD
+    if os.environ.get("FLAMIA_FP8_TRANSPOSE", "torch") != "triton":
+        out = torch.empty((h, d, padded), dtype=data.dtype, device=data.device)
+        out[:, :, :total] = data.permute(1, 2, 0)
+        out[:, :, total:] = 0
+        return out
     src = data.view(torch.uint8) if data.element_size() == 1 else data
-    out = torch.empty((h, d, total), dtype=src.dtype, device=data.device)
+    out = torch.empty((h, d, padded), dtype=src.dtype, device=data.device)
     block_t = 64
-    _token_major_copy_kernel[(triton.cdiv(total, block_t), h)](
+    _token_major_copy_kernel[(padded // block_t, h)](
         src, out, src.stride(0), src.stride(1), out.stride(0), out.stride(1), total,
         HEAD_DIM=d, BLOCK_T=block_t, num_warps=4,
     )
@@ -166,7 +179,7 @@ def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
 
 
 def quantize_nvfp4_token(x: torch.Tensor, transposed: bool = True):
-    """(data [T, H, D] bf16 = E2M1 x UE4M3 values, token-contiguous copy [H, D, T] or None,
+    """(data [T, H, D] bf16 = E2M1 x UE4M3 values, token-contiguous copy [H, D, T_pad] or None,
     per-token scale [H, T] float32) of x [T, H, D]; D a multiple of 16."""
     if x.shape[-1] % 16:
         raise ValueError(f"nvfp4 needs the head dim to be a multiple of 16, got {x.shape[-1]}")
@@ -174,5 +187,5 @@ def quantize_nvfp4_token(x: torch.Tensor, transposed: bool = True):
 
 
 def quantize_mx_token(x: torch.Tensor, transposed: bool = True):
-    """(x8 [T, H, D], xt8 [H, D, T] or None, scale [H, T] float32) of x [T, H, D]."""
+    """(x8 [T, H, D], xt8 [H, D, T_pad] or None, scale [H, T] float32) of x [T, H, D]."""
     return _per_token_quantize(x, False, transposed)
