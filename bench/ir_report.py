@@ -1,0 +1,85 @@
+"""Compile the attention kernels for sm_90 on any machine (no GPU needed) and report, per kernel
+and recipe, how its tile loads are lowered: pipelined (async copies into shared memory) or
+synchronous loads through registers, plus shared memory and wgmma counts.
+
+    python -m bench.ir_report [--stages 2]
+
+Triton specializes integer arguments at launch (multiples of 16, and 1); this compiles with the
+same hints the launchers produce on the GPU (pointers and strides divisible by 16, unit strides
+passed as 1). The local triton may differ from the GPU image's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import triton
+from triton.backends.compiler import GPUTarget
+
+from flamia.kernels import attention as K
+
+KERNELS = {
+    "fwd": (K._attn_fwd_kernel, (128, 64), {"stride_vt"}),
+    "dkdv": (K._attn_bwd_dkdv_kernel, (64, 128), {"stride_qkt", "stride_dokt"}),
+    "dq": (K._attn_bwd_dq_kernel, (128, 64), {"stride_kkt"}),
+}
+DATA_PTRS = ("q_ptr", "k_ptr", "v_ptr", "do_ptr", "qk_ptr", "dok_ptr", "kk_ptr")
+OUT_PTRS = ("o_ptr", "dk_ptr", "dv_ptr", "dq_ptr")
+INT_PTRS = ("seg_start_ptr", "seg_end_ptr", "order_ptr")
+
+
+def compile_for_sm90(name: str, fp8: bool, head_dim: int = 128, heads: int = 16, warps: int = 8,
+                     stages: int = 2):
+    kernel, (block_m, block_n), unit_strides = KERNELS[name]
+    fn = kernel.fn  # under the autotuner
+    consts = dict(H_Q=heads, H_KV=heads, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
+                  IS_FP8=fp8, QK_BF16=False, PRECISE_ACC=False)
+    if fp8:
+        consts.update({s: 1 for s in unit_strides})
+    elif name == "fwd":
+        consts["stride_vd"] = 1  # the bf16 launcher passes V's unit D stride as the literal 1
+    sig, attrs = {}, {}
+    for i, arg in enumerate(fn.arg_names):
+        if arg in consts:
+            sig[arg] = "constexpr"
+        elif arg.endswith("_ptr"):
+            sig[arg] = ("*fp8e4nv" if fp8 else "*bf16") if arg in DATA_PTRS else (
+                "*bf16" if arg in OUT_PTRS else "*i32" if arg in INT_PTRS else "*fp32")
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif arg in ("qk_scale", "sm_scale"):
+            sig[arg] = "fp32"
+        else:
+            sig[arg] = "i32"
+            if arg.startswith("stride_"):
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": warps, "num_stages": stages})
+
+
+def summarize(compiled) -> dict:
+    ir = compiled.asm["ttgir"]
+    sync = re.findall(r"%(\w+?)_?\d* = tt.load [^\n]*tensor<(?:64|128)x(?:64|128)x", ir)
+    return {"async copies": len(re.findall("async_copy_global_to_local", ir)),
+            "sync tile loads": sorted(set(sync)),
+            "wgmma": len(re.findall("ttng.warp_group_dot ", ir)),
+            "shared bytes": compiled.metadata.shared}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--stages", type=int, default=2)
+    ap.add_argument("--warps", type=int, default=8)
+    args = ap.parse_args(argv)
+    print(f"triton {triton.__version__}, sm_90, D=128, {args.warps} warps, {args.stages} stages")
+    for name in KERNELS:
+        for fp8 in (False, True):
+            s = summarize(compile_for_sm90(name, fp8, warps=args.warps, stages=args.stages))
+            print(f"{name:5} {'mxfp8' if fp8 else 'bf16 ':5} async copies {s['async copies']:3}, "
+                  f"wgmma {s['wgmma']:2}, shared {s['shared bytes']:6} B, synchronous tile loads: "
+                  f"{', '.join(s['sync tile loads']) or '-'}")
+
+
+if __name__ == "__main__":
+    main()
