@@ -5,6 +5,9 @@
 #          the per-kernel profile (~7 min)
 #   train: 125M bf16 vs mxfp8 for a few hundred steps, comparison report (~8 min)
 #   bench: the full benchmark of DESIGN.md section 7 with the accuracy table (~9 min)
+#   sweep / mini: MXFP8 config sweep (bench/fp8_sweep.sh) and the Triton token-major copy check
+# Next session, in this order (2026-12-03): final (re-checks the FP8 kernels after the
+# token-major padding change, measures it), sweep, then bench (first run of cudnn-thd).
 #
 # Prepare here (CPU machine), once:
 #   ../shared/device/wheels.sh               # torchtitan + deps as wheels in .whl/
