@@ -14,6 +14,8 @@ A recipe is described by
     "tensorwise"   E4M3 data, one fp32 scale amax/448 per tensor (LEAKY control)
 - how the in-register operands P', dS' and their transposes are rounded (``inreg``):
     "bf16"         rounded to bf16 (FlashAttention-2's choice)
+    "fp32"         not rounded: a diagnostic variant (no kernel), e.g. to check the backward's
+                   algebra against finite differences, which in-register rounding would defeat
     "e4m3"         E4M3 with one E8M0 scale per row per group of ``inreg_group`` columns, groups
                    aligned to the packed layout's grid, computed over visible entries only
                    (masked entries are exactly 0). A per-token scale of the other operand of the
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 __all__ = ["Recipe", "RECIPES", "SAFE_RECIPES", "LEAKY_RECIPES", "get_recipe"]
 
 INPUT_SCALINGS = ("bf16", "mx_token", "nvfp4_token", "mx_seqblock", "tensorwise")
-INREG_FORMATS = ("bf16", "e4m3")
+INREG_FORMATS = ("bf16", "e4m3", "fp32")
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class Recipe:
 
     @property
     def is_fp8(self) -> bool:
-        return self.inreg != "bf16"
+        return self.inreg == "e4m3"
 
 
 RECIPES: dict[str, Recipe] = {

@@ -135,7 +135,7 @@ def _round_inreg(x: torch.Tensor, recipe: Recipe | None, fold_cols: torch.Tensor
 
     Returns the values to multiply with the other operand's *data*.
     """
-    if recipe is None:  # exact path
+    if recipe is None or recipe.inreg == "fp32":  # exact path / diagnostic recipe: no rounding
         return x * fold_cols[:, None, :]
     if recipe.inreg == "bf16":
         # bf16 recipe: scales are 1; P / dS go to the MMA in bf16.
@@ -160,14 +160,18 @@ def _forward_chunk(qd, sq, kd, sk, vd, sv, mask, scale, recipe):
     return o, m + torch.log2(l)
 
 
-def _backward_chunk(qd, sq, kd, sk, vd, sv, dod, sdo, do16, v16, o, lse2, mask, scale, recipe):
+def _backward_chunk(qd, sq, kd, sk, vd, sv, dod, sdo, do16, v16, o, do_delta, lse2, mask, scale,
+                    recipe):
     x = _logits2(qd, sq, kd, sk, mask, scale)
     p = torch.exp2(x - lse2[..., None])  # masked entries: exp2(-inf) = 0 exactly
     if recipe is not None and recipe.dp_bf16:
         dp = torch.matmul(do16, v16.transpose(-1, -2))
     else:
         dp = torch.matmul(dod, vd.transpose(-1, -2)) * (sdo[:, :, None] * sv[:, None, :])
-    delta = (do16 * o).sum(dim=-1)  # rowsum(dO * O) from the 16-bit dO and output, as FA does
+    # delta = rowsum(dO * O) (FlashAttention's identity rowsum(P * dP) = rowsum(dO * O)), with the
+    # same dO that dP is computed from: for FP8 recipes the quantized dO', so that every row of dS
+    # sums to zero and the backward is the gradient of <O, dO'> (see _backward).
+    delta = (do_delta * o).sum(dim=-1)
     ds = p * (dp - delta[..., None])
     dv = torch.matmul(_round_inreg(p.transpose(-1, -2), recipe, sdo), dod)
     dq = torch.matmul(_round_inreg(ds, recipe, sk), kd) * scale
@@ -226,6 +230,9 @@ def _backward(q, k, v, o, lse2, do, cu_seqlens, scale, recipe):
     hm = lambda t: t.movedim(0, 1)
     dod, sdo = hm(dod), hm(sdo)
     do16, o16 = hm(do.to(work)), hm(o.to(work))
+    # dO as dP = dO V^T sees it: bf16 dO, or the dequantized dO' (power-of-two scales: exact).
+    uses_quantized_do = recipe is not None and recipe.do != "bf16" and not recipe.dp_bf16
+    do_delta = dod * sdo[..., None] if uses_quantized_do else do16
     group = hq // hkv
     v16 = hm(v.to(work)).repeat_interleave(group, dim=0)
     dqs, dks, dvs = [], [], []
@@ -233,7 +240,7 @@ def _backward(q, k, v, o, lse2, do, cu_seqlens, scale, recipe):
         sl = slice(h0, h1)
         dq, dk, dv = _backward_chunk(
             qd[sl], sq[sl], kd[sl], sk[sl], vd[sl], sv[sl], dod[sl], sdo[sl], do16[sl],
-            v16[sl], o16[sl], lse2[sl], mask, scale, recipe,
+            v16[sl], o16[sl], do_delta[sl], lse2[sl], mask, scale, recipe,
         )
         dqs.append(dq)
         dks.append(dk)

@@ -88,3 +88,51 @@ def test_fp8_recipes_within_floor_and_tensorwise():
     by = {(r["input"], r["recipe"]): r for r in rows}
     # bf16 inputs: the bf16 recipe's error is bf16-level, far under the FP8 floor
     assert by[("normal", "bf16")]["O"] < 5e-3
+
+
+def _central_differences(loss, inputs, eps=1e-6):
+    grads = []
+    for x in inputs:
+        g = torch.zeros_like(x)
+        for i in range(x.numel()):
+            orig = x.view(-1)[i].item()
+            x.view(-1)[i] = orig + eps
+            up = loss(*inputs).item()
+            x.view(-1)[i] = orig - eps
+            down = loss(*inputs).item()
+            x.view(-1)[i] = orig
+            g.view(-1)[i] = (up - down) / (2 * eps)
+        grads.append(g)
+    return grads
+
+
+def test_fp8_backward_is_the_gradient_of_its_forward():
+    """DESIGN s4: the FP8 backward is the gradient of the function the forward computes. With the
+    in-register rounding switched off (inreg="fp32": rounding P', dS' has no derivative), the
+    mxfp8 recipe's seven-matmul backward (per-token scales factored out of S, folded into dS and
+    P; delta from the quantized dO') matches central finite differences, in float64, of
+    <O(Q', K', V'), dO'> with O exact attention of the dequantized operands (the quantizers pass
+    gradients straight through). Catches a wrong scale fold or a delta from another dO (3% off)."""
+    import dataclasses
+
+    from flamia.recipes import get_recipe
+    from flamia.reference import quantize_operand, reference_attention
+
+    rec = dataclasses.replace(get_recipe("mxfp8"), name="mxfp8-fp32-inreg", inreg="fp32")
+    cu = torch.tensor([0, 3, 8], dtype=torch.int32)
+    g = torch.Generator().manual_seed(3)
+    mk = lambda h: torch.randn(8, h, 8, generator=g) * torch.exp2(
+        torch.randint(-3, 4, (8, h, 1), generator=g).float())  # per-token scales that differ
+    q, k, v, do = mk(2), mk(1), mk(1), mk(2)
+    _, dq, dk, dv = attention_forward_backward(reference_attention, q, k, v, do, cu, recipe=rec)
+
+    def dequantized(x):
+        data, scale = quantize_operand(x, "mx_token")
+        return (data * scale[..., None]).double()
+
+    qd, kd, vd, dod = (dequantized(t) for t in (q, k, v, do))
+    fd = _central_differences(lambda a, b, c: (exact_attention(a, b, c, cu) * dod).sum(),
+                              [qd, kd, vd])
+    for name, got, want in zip(("dQ", "dK", "dV"), (dq, dk, dv), fd):
+        torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-5 * want.abs().max(),
+                                   msg=lambda m: f"{name}: {m}")

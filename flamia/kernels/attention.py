@@ -291,13 +291,16 @@ def _attn_fwd_kernel(
 
 
 # ------------------------------------------------------------------------------------------
-# Backward preprocess: delta = rowsum(dO * O), one pass over both (fp32 math on the 16-bit data)
+# Backward preprocess: delta = rowsum(dO * O), one pass over both (fp32 math)
 # ------------------------------------------------------------------------------------------
 
 
 @triton.jit
-def _attn_bwd_delta_kernel(o_ptr, do_ptr, delta_ptr, stride_ot, stride_oh, stride_dot, stride_doh,
-                           stride_lh, total, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
+def _attn_bwd_delta_kernel(o_ptr, do_ptr, sdo_ptr, delta_ptr, stride_ot, stride_oh, stride_dot,
+                           stride_doh, stride_lh, total, HEAD_DIM: tl.constexpr,
+                           BLOCK_T: tl.constexpr, IS_FP8: tl.constexpr):
+    """delta = rowsum(dO * O) with the dO that dP is computed from: bf16 dO, or for the FP8
+    recipes the E4M3 dO times its per-token power-of-two scale (exactly the dequantized dO')."""
     head = tl.program_id(1)
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -308,6 +311,8 @@ def _attn_bwd_delta_kernel(o_ptr, do_ptr, delta_ptr, stride_ot, stride_oh, strid
     do = tl.load(do_ptr + rows * stride_dot + head * stride_doh + offs_d[None, :],
                  mask=ok[:, None], other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    if IS_FP8:
+        delta = delta * tl.load(sdo_ptr + head * stride_lh + offs_t, mask=ok, other=1.0)
     tl.store(delta_ptr + head * stride_lh + offs_t, delta, mask=ok)
 
 
@@ -598,7 +603,8 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
                   fp8=None):
     """dq, dk, dv (bf16, shapes of q, k, v).
 
-    ``do``, ``o``: bf16 [T, Hq, D] (delta = rowsum(dO * O) is computed from them). BF16: q, k, v
+    ``do``, ``o``: bf16 [T, Hq, D] (delta = rowsum(dO * O) is computed from them; FP8: from the
+    quantized dO' = do8 * sdo, the dO that dP sees). BF16: q, k, v
     bf16. FP8 (``fp8`` given): q, k, v are the E4M3 tensors and ``fp8`` = {"do8": E4M3 dO,
     "qt", "kt", "dot": token-contiguous copies [H, D, T_pad] of Q, K, dO (zero-padded, see
     quantize.token_major_copy); "sq", "sk", "sv", "sdo":
@@ -608,12 +614,15 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     _check_unit_d(q, k, v, o)
     total, hq, d = q.shape
     hkv = k.shape[1]
-    # delta = rowsum(dO * O) in fp32, from the 16-bit tensors as FlashAttention does.
+    # delta = rowsum(dO * O) in fp32 (FlashAttention), from the dO that dP is computed from.
     delta = empty((hq, total), dtype=torch.float32, device=q.device)
     block_t = 32 if INTERPRET else 64
+    do_delta, sdo_delta = (fp8["do8"], fp8["sdo"]) if fp8 is not None else (do, delta)
+    assert sdo_delta.stride(0) == delta.stride(0)
     _attn_bwd_delta_kernel[(triton.cdiv(total, block_t), hq)](
-        o, do, delta, o.stride(0), o.stride(1), do.stride(0), do.stride(1), delta.stride(0),
-        total, HEAD_DIM=d, BLOCK_T=block_t,
+        o, do_delta, sdo_delta, delta, o.stride(0), o.stride(1), do_delta.stride(0),
+        do_delta.stride(1), delta.stride(0), total, HEAD_DIM=d, BLOCK_T=block_t,
+        IS_FP8=fp8 is not None,
     )
     grads = [empty(t.shape, dtype=torch.bfloat16, device=q.device) for t in (q, k, v)]
     dq, dk, dv = grads
