@@ -1,8 +1,8 @@
-"""Compile the attention kernels for sm_90 on any machine (no GPU needed) and report, per kernel
+"""Compile the attention kernels for sm_90 (or sm_100) on any machine (no GPU needed) and report, per kernel
 and recipe, how its tile loads are lowered: pipelined (async copies into shared memory) or
 synchronous loads through registers, plus shared memory and wgmma counts.
 
-    python -m bench.ir_report [--stages 2]
+    python -m bench.ir_report [--stages 2] [--arch 100 --mma mx]
 
 Triton specializes integer arguments at launch (multiples of 16, and 1); this compiles with the
 same hints the launchers produce on the GPU (pointers and strides divisible by 16, unit strides
@@ -29,12 +29,12 @@ OUT_PTRS = ("o_ptr", "dk_ptr", "dv_ptr", "dq_ptr")
 INT_PTRS = ("seg_start_ptr", "seg_end_ptr", "order_ptr")
 
 
-def compile_for_sm90(name: str, fp8: bool, head_dim: int = 128, heads: int = 16, warps: int = 8,
-                     stages: int = 2):
+def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16, warps: int = 8,
+                stages: int = 2, arch: int = 90, mma: int = 0):
     kernel, (block_m, block_n), unit_strides = KERNELS[name]
     fn = kernel.fn  # under the autotuner
     consts = dict(H_Q=heads, H_KV=heads, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
-                  IS_FP8=fp8, QK_BF16=False, PRECISE_ACC=False)
+                  IS_FP8=fp8, QK_BF16=False, FP8_MMA=mma if fp8 else 0)
     if fp8:
         consts.update({s: 1 for s in unit_strides})
     elif name == "fwd":
@@ -54,7 +54,7 @@ def compile_for_sm90(name: str, fp8: bool, head_dim: int = 128, heads: int = 16,
             if arg.startswith("stride_"):
                 attrs[(i,)] = [["tt.divisibility", 16]]
     src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32),
                           options={"num_warps": warps, "num_stages": stages})
 
 
@@ -64,6 +64,8 @@ def summarize(compiled) -> dict:
     return {"async copies": len(re.findall("async_copy_global_to_local", ir)),
             "sync tile loads": sorted(set(sync)),
             "wgmma": len(re.findall("ttng.warp_group_dot ", ir)),
+            "scaled mma": len(re.findall(r"tc_gen5_mma_scaled|dot_scaled", ir)),
+            "tcgen05 mma": len(re.findall(r"ttng.tc_gen5_mma", ir)),
             "shared bytes": compiled.metadata.shared}
 
 
@@ -71,14 +73,21 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--stages", type=int, default=2)
     ap.add_argument("--warps", type=int, default=8)
+    ap.add_argument("--arch", type=int, default=90, help="90 (H100/H200) or 100 (B200)")
+    ap.add_argument("--mma", choices=("fast", "precise", "mx"), default="fast",
+                    help="FP8 MMA mode of the mxfp8 variant (see FLAMIA_FP8_MMA)")
     args = ap.parse_args(argv)
-    print(f"triton {triton.__version__}, sm_90, D=128, {args.warps} warps, {args.stages} stages")
+    mma = ("fast", "precise", "mx").index(args.mma)
+    print(f"triton {triton.__version__}, sm_{args.arch}, D=128, {args.warps} warps, "
+          f"{args.stages} stages, mxfp8 MMA mode {args.mma}")
     for name in KERNELS:
         for fp8 in (False, True):
-            s = summarize(compile_for_sm90(name, fp8, warps=args.warps, stages=args.stages))
+            s = summarize(compile_for(name, fp8, warps=args.warps, stages=args.stages,
+                                      arch=args.arch, mma=mma))
             print(f"{name:5} {'mxfp8' if fp8 else 'bf16 ':5} async copies {s['async copies']:3}, "
-                  f"wgmma {s['wgmma']:2}, shared {s['shared bytes']:6} B, synchronous tile loads: "
-                  f"{', '.join(s['sync tile loads']) or '-'}")
+                  f"wgmma {s['wgmma']:2}, tcgen05 mma {s['tcgen05 mma']:2} (scaled "
+                  f"{s['scaled mma']:2}), shared {s['shared bytes']:6} B, synchronous tile "
+                  f"loads: {', '.join(s['sync tile loads']) or '-'}")
 
 
 if __name__ == "__main__":

@@ -107,15 +107,15 @@ def _dot(a, b, acc=None):
 
 
 @triton.jit
-def _dot8(a, b, PRECISE_ACC: tl.constexpr):
+def _dot8(a, b, FP8_MMA: tl.constexpr):
     """a @ b (fp32 result) for two E4M3 operands on Hopper's FP8 tensor cores. By default
-    (triton on sm_90) a whole K chain of one tl.dot accumulates inside the tensor core, whose FP8
-    accumulator keeps fewer bits than fp32; PRECISE_ACC promotes the partial sum to fp32 after
-    every 32 products (one wgmma K step), at some speed cost (bench.fp8_check measures both)."""
+    (FP8_MMA == 0; triton on sm_90) a whole K chain of one tl.dot accumulates inside the tensor
+    core, whose FP8 accumulator keeps fewer bits than fp32; FP8_MMA == 1 promotes the partial sum
+    to fp32 after every 32 products (one wgmma K step), at some speed cost (bench.fp8_check)."""
     # if/else, not early returns: triton generates the code after a constexpr-guarded return.
     if IS_INTERPRETER:
         out = tl.dot(a.to(tl.float32), b.to(tl.float32))
-    elif PRECISE_ACC:
+    elif FP8_MMA == 1:
         out = tl.dot(a, b, max_num_imprecise_acc=32)
     else:
         out = tl.dot(a, b)
@@ -123,11 +123,37 @@ def _dot8(a, b, PRECISE_ACC: tl.constexpr):
 
 
 @triton.jit
-def _qk_dot(a, b, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr, PRECISE_ACC: tl.constexpr):
-    """Products of Q and K data: E4M3 x E4M3 (mxfp8), or bf16 x bf16 (bf16, and nvfp4_fp8 whose
-    exact NVFP4 values are held in bf16); the same for dO with V (E4M3 in both FP8 recipes)."""
+def _e8m0_bits(scale):
+    """The E8M0 byte of a power-of-two fp32 scale: its exponent field (2^-127, the fp32 subnormal
+    0x00400000, has field 0, which is E8M0's 2^-127)."""
+    return ((scale.to(tl.uint32, bitcast=True) >> 23) & 0xFF).to(tl.uint8)
+
+
+@triton.jit
+def _mx_dot(a, sa, b, sb):
+    """(a * sa[:, None]) @ (b * sb[None, :]) as one block-scaled MMA (tl.dot_scaled: Blackwell's
+    MX MMA; other GPUs and the interpreter emulate it). a [M, K] and b [K, N] hold E4M3 values,
+    sa [M] and sb [N] are power-of-two scales constant along K, so every 32-element block of a
+    row (column) carries the same E8M0 scale: the same bytes and scales as the Hopper path."""
+    sa8 = tl.broadcast_to(_e8m0_bits(sa)[:, None], (a.shape[0], a.shape[1] // 32))
+    sb8 = tl.broadcast_to(_e8m0_bits(sb)[:, None], (b.shape[1], a.shape[1] // 32))
+    return tl.dot_scaled(a.to(tl.float8e4nv), sa8, "e4m3", b.to(tl.float8e4nv), sb8, "e4m3")
+
+
+@triton.jit
+def _qk_dot(a, sa, b, sb, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
+    """(a * sa[:, None]) @ (b * sb[None, :]) for the products whose operands carry per-token
+    scales constant along the contraction (S = Q K^T, dP = dO V^T and their transposes): E4M3
+    data (mxfp8; dO, V in both FP8 recipes) with the scales applied to the fp32 result as an
+    outer product (Hopper) or inside the MMA as E8M0 block scales (FP8_MMA == 2); bf16 data
+    (nvfp4_fp8's exact NVFP4 Q, K) through a bf16 MMA; bf16 recipe: no scales."""
     if IS_FP8 and not QK_BF16:
-        out = _dot8(a, b, PRECISE_ACC)
+        if FP8_MMA == 2:
+            out = _mx_dot(a, sa, b, sb)
+        else:
+            out = _dot8(a, b, FP8_MMA) * (sa[:, None] * sb[None, :])
+    elif IS_FP8:
+        out = _dot(a, b) * (sa[:, None] * sb[None, :])
     else:
         out = _dot(a, b)
     return out
@@ -175,7 +201,7 @@ def _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr, PRECISE_ACC: tl.constexpr):
+def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
     """(x * fold[None, :]) @ b with the left operand quantized in registers: E4M3 with one E8M0
     scale per row over this tile's columns (the recipe's in-register group), the scale applied to
     the fp32 result. ``fold`` is the per-token scale of b's tokens, folded in before quantization;
@@ -185,10 +211,12 @@ def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr, PRECISE_ACC: tl.cons
     scale = e8m0_scale(tl.max(tl.abs(xf), 1))
     a = round_e4m3(xf / scale[:, None])  # exact division by a power of two
     if B_IS_BF16:
-        out = _dot(a.to(tl.bfloat16), b)
+        out = _dot(a.to(tl.bfloat16), b) * scale[:, None]
+    elif FP8_MMA == 2:  # the row scale as E8M0 block scales; b's own scale is folded: 1
+        out = _mx_dot(a, scale, b, tl.full((b.shape[1],), 1.0, tl.float32))
     else:
-        out = _dot8(a, b, PRECISE_ACC)
-    return out * scale[:, None]
+        out = _dot8(a, b, FP8_MMA) * scale[:, None]
+    return out
 
 
 # ------------------------------------------------------------------------------------------
@@ -200,15 +228,16 @@ def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr, PRECISE_ACC: tl.cons
 def _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m, seg_start_m,
               start_n, stride_kt, stride_vt, qk_scale, total,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
-              QK_BF16: tl.constexpr, PRECISE_ACC: tl.constexpr):
+              QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     # Only masked (diagonal) tiles can reach past the last token.
     key_ok = offs_n < total if MASKED else offs_n >= 0
     k = tl.load(k_ptrs + tl.cast(start_n, tl.int64) * stride_kt, mask=key_ok[None, :], other=0.0)
-    x = _qk_dot(q, k, IS_FP8, QK_BF16, PRECISE_ACC)
-    if IS_FP8:  # per-token scales factor out of S = Q K^T: outer product on the accumulator
+    if IS_FP8:  # per-token scales factor out of S = Q K^T (see _qk_dot)
         sk = tl.load(sk_ptrs + offs_n, mask=key_ok, other=1.0)
-        x = x * (sq[:, None] * sk[None, :])
+    else:
+        sk = None
+    x = _qk_dot(q, sq, k, sk, IS_FP8, QK_BF16, FP8_MMA)
     x = x * qk_scale  # base-2 logits
     if MASKED:
         visible = (offs_n[None, :] >= seg_start_m[:, None]) & (offs_n[None, :] <= offs_m[:, None])
@@ -227,14 +256,14 @@ def _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m, se
                     other=0.0)
     if IS_FP8:  # O += P' V8 with P' = P sV quantized per row of the tile
         sv = tl.load(sv_ptrs + offs_n, mask=key_ok, other=1.0)
-        acc = acc * alpha[:, None] + _quantized_row_dot(p, sv, v, False, PRECISE_ACC)
+        acc = acc * alpha[:, None] + _quantized_row_dot(p, sv, v, False, FP8_MMA)
     else:
         acc = acc * alpha[:, None] + _dot(_bf16(p), v)
     return acc, l_i, m_new
 
 
 @triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16",
-                                          "PRECISE_ACC"])
+                                          "FP8_MMA"])
 @triton.jit
 def _attn_fwd_kernel(
     q_ptr, k_ptr, v_ptr, sq_ptr, sk_ptr, sv_ptr, o_ptr, lse_ptr, seg_start_ptr, order_ptr,
@@ -242,7 +271,7 @@ def _attn_fwd_kernel(
     stride_skh, stride_ot, stride_oh, stride_lh, total, qk_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
-    PRECISE_ACC: tl.constexpr,
+    FP8_MMA: tl.constexpr,
 ):
     """Forward. FP8 recipes: Q, K are E4M3 (mxfp8) or bf16 holding exact NVFP4 values
     (nvfp4_fp8, a bf16 MMA for S: Hopper has no FP4 MMA); V is E4M3 in both."""
@@ -274,15 +303,15 @@ def _attn_fwd_kernel(
     for n in range(lo, full_lo):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
                                   seg_start_m, n * BLOCK_N, stride_kt, stride_vt, qk_scale, total,
-                                  BLOCK_N, True, IS_FP8, QK_BF16, PRECISE_ACC)
+                                  BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_lo, full_hi):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
                                   seg_start_m, n * BLOCK_N, stride_kt, stride_vt, qk_scale, total,
-                                  BLOCK_N, False, IS_FP8, QK_BF16, PRECISE_ACC)
+                                  BLOCK_N, False, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_hi, hi):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
                                   seg_start_m, n * BLOCK_N, stride_kt, stride_vt, qk_scale, total,
-                                  BLOCK_N, True, IS_FP8, QK_BF16, PRECISE_ACC)
+                                  BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
 
     o = acc / l_i[:, None]
     o_ptrs = o_ptr + offs_m.to(tl.int64)[:, None] * stride_ot + head * stride_oh + offs_d[None, :]
@@ -326,43 +355,44 @@ def _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_
                lse_ptrs, delta_ptrs, offs_n, seg_end_n, start_m, stride_qt, stride_dot,
                stride_qkt, stride_dokt, total, qk_scale,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
-               QK_BF16: tl.constexpr, PRECISE_ACC: tl.constexpr):
+               QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
     offs_m = start_m + tl.arange(0, BLOCK_M)
     row_ok = offs_m < total
     shift = tl.cast(start_m, tl.int64)
     qT = tl.load(q_ptrs + shift * stride_qt, mask=row_ok[None, :], other=0.0)  # [D, BLOCK_M]
     lse = tl.load(lse_ptrs + offs_m, mask=row_ok, other=0.0)
-    xT = _qk_dot(k, qT, IS_FP8, QK_BF16, PRECISE_ACC)  # [BLOCK_N, BLOCK_M]
     if IS_FP8:
         sq_m = tl.load(sq_ptrs + offs_m, mask=row_ok, other=1.0)
         sdo_m = tl.load(sdo_ptrs + offs_m, mask=row_ok, other=1.0)
-        xT = xT * (sk_n[:, None] * sq_m[None, :])
+    else:
+        sq_m = None
+        sdo_m = None
+    xT = _qk_dot(k, sk_n, qT, sq_m, IS_FP8, QK_BF16, FP8_MMA)  # [BLOCK_N, BLOCK_M]
     pT = tl.math.exp2(xT * qk_scale - lse[None, :])
     if MASKED:
         visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_m[None, :] < seg_end_n[:, None])
         pT = tl.where(visible, pT, 0.0)
     do = tl.load(do_ptrs + shift * stride_dot, mask=row_ok[:, None], other=0.0)  # [BLOCK_M, D]
     delta = tl.load(delta_ptrs + offs_m, mask=row_ok, other=0.0)
-    dpT = _qk_dot(v, tl.trans(do), IS_FP8, False, PRECISE_ACC)
+    dpT = _qk_dot(v, sv_n, tl.trans(do), sdo_m, IS_FP8, False, FP8_MMA)
     if IS_FP8:
         # dV = P^T dO over the query axis, rows quantized over this query tile; dO read from its
         # token-contiguous copy (K-major for the MMA).
         do_k = tl.load(dok_ptrs + shift * stride_dokt)  # zero-padded: no token-axis mask
-        dv = dv + _quantized_row_dot(pT, sdo_m, do_k, False, PRECISE_ACC)
-        dpT = dpT * (sv_n[:, None] * sdo_m[None, :])
+        dv = dv + _quantized_row_dot(pT, sdo_m, do_k, False, FP8_MMA)
     else:
         dv = _dot(_bf16(pT), do, dv)
     dsT = pT * (dpT - delta[None, :])
     if IS_FP8:  # dK = dS^T Q over the query axis
         q_k = tl.load(qk_ptrs + shift * stride_qkt)  # zero-padded: no token-axis mask
-        dk = dk + _quantized_row_dot(dsT, sq_m, q_k, QK_BF16, PRECISE_ACC)
+        dk = dk + _quantized_row_dot(dsT, sq_m, q_k, QK_BF16, FP8_MMA)
     else:
         dk = _dot(_bf16(dsT), tl.trans(qT), dk)
     return dk, dv
 
 
 @triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16",
-                                          "PRECISE_ACC"])
+                                          "FP8_MMA"])
 @triton.jit
 def _attn_bwd_dkdv_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, qk_ptr, dok_ptr, sq_ptr, sk_ptr, sv_ptr, sdo_ptr,
@@ -373,7 +403,7 @@ def _attn_bwd_dkdv_kernel(
     total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
-    PRECISE_ACC: tl.constexpr,
+    FP8_MMA: tl.constexpr,
 ):
     kv_head = tl.program_id(0)
     tile = tl.load(order_ptr + tl.program_id(1))
@@ -425,17 +455,17 @@ def _attn_bwd_dkdv_kernel(
             dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, qk_scale, BLOCK_M, True, IS_FP8, QK_BF16, PRECISE_ACC)
+                                total, qk_scale, BLOCK_M, True, IS_FP8, QK_BF16, FP8_MMA)
         for m in range(full_lo, full_hi):
             dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, qk_scale, BLOCK_M, False, IS_FP8, QK_BF16, PRECISE_ACC)
+                                total, qk_scale, BLOCK_M, False, IS_FP8, QK_BF16, FP8_MMA)
         for m in range(full_hi, hi):
             dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, qk_scale, BLOCK_M, True, IS_FP8, QK_BF16, PRECISE_ACC)
+                                total, qk_scale, BLOCK_M, True, IS_FP8, QK_BF16, FP8_MMA)
 
     dk = dk * sm_scale
     tl.store(dk_ptr + offs_n.to(tl.int64)[:, None] * stride_dkt + kv_head * stride_dkh
@@ -453,19 +483,20 @@ def _attn_bwd_dkdv_kernel(
 def _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs, offs_m,
              seg_start_m, start_n, stride_kt, stride_vt, stride_kkt, qk_scale, total,
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
-             QK_BF16: tl.constexpr, PRECISE_ACC: tl.constexpr):
+             QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     shift = tl.cast(start_n, tl.int64)
     key_ok = offs_n < total if MASKED else offs_n >= 0
     kT = tl.load(k_ptrs + shift * stride_kt, mask=key_ok[None, :], other=0.0)  # [D, BLOCK_N]
     vT = tl.load(v_ptrs + shift * stride_vt, mask=key_ok[None, :], other=0.0)  # [D, BLOCK_N]
-    x = _qk_dot(q, kT, IS_FP8, QK_BF16, PRECISE_ACC)
-    dp = _qk_dot(do, vT, IS_FP8, False, PRECISE_ACC)
     if IS_FP8:
         sk = tl.load(sk_ptrs + offs_n, mask=key_ok, other=1.0)
         sv = tl.load(sv_ptrs + offs_n, mask=key_ok, other=1.0)
-        x = x * (sq[:, None] * sk[None, :])
-        dp = dp * (sdo[:, None] * sv[None, :])
+    else:
+        sk = None
+        sv = None
+    x = _qk_dot(q, sq, kT, sk, IS_FP8, QK_BF16, FP8_MMA)
+    dp = _qk_dot(do, sdo, vT, sv, IS_FP8, False, FP8_MMA)
     p = tl.math.exp2(x * qk_scale - lse[:, None])
     if MASKED:
         visible = (offs_n[None, :] >= seg_start_m[:, None]) & (offs_n[None, :] <= offs_m[:, None])
@@ -473,14 +504,14 @@ def _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, s
     ds = p * (dp - delta[:, None])
     if IS_FP8:  # dQ = dS K over the key axis; K read from its token-contiguous copy
         k_k = tl.load(kk_ptrs + shift * stride_kkt)  # zero-padded: no token-axis mask
-        dq = dq + _quantized_row_dot(ds, sk, k_k, QK_BF16, PRECISE_ACC)
+        dq = dq + _quantized_row_dot(ds, sk, k_k, QK_BF16, FP8_MMA)
     else:
         dq = _dot(_bf16(ds), tl.trans(kT), dq)
     return dq
 
 
 @triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16",
-                                          "PRECISE_ACC"])
+                                          "FP8_MMA"])
 @triton.jit
 def _attn_bwd_dq_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, kk_ptr, sq_ptr, sk_ptr, sv_ptr, sdo_ptr, lse_ptr, delta_ptr,
@@ -490,7 +521,7 @@ def _attn_bwd_dq_kernel(
     total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
-    PRECISE_ACC: tl.constexpr,
+    FP8_MMA: tl.constexpr,
 ):
     head, kv_head, start_m, offs_m, row_ok, seg_start_m, last_row = _query_tile(
         order_ptr, seg_start_ptr, total, H_Q, H_KV, BLOCK_M)
@@ -522,15 +553,15 @@ def _attn_bwd_dq_kernel(
     for n in range(lo, full_lo):
         dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
-                      qk_scale, total, BLOCK_N, True, IS_FP8, QK_BF16, PRECISE_ACC)
+                      qk_scale, total, BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_lo, full_hi):
         dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
-                      qk_scale, total, BLOCK_N, False, IS_FP8, QK_BF16, PRECISE_ACC)
+                      qk_scale, total, BLOCK_N, False, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_hi, hi):
         dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
-                      qk_scale, total, BLOCK_N, True, IS_FP8, QK_BF16, PRECISE_ACC)
+                      qk_scale, total, BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
     dq = dq * sm_scale
     tl.store(dq_ptr + rows64 * stride_dqt + head * stride_dqh + offs_d[None, :],
              _bf16(dq), mask=row_ok[:, None])
@@ -546,17 +577,23 @@ def _attn_bwd_dq_kernel(
 empty = torch.empty
 
 
-FP8_ACCUMULATION = ("fast", "precise")
+FP8_MMA_MODES = ("fast", "precise", "mx")
 
 
-def fp8_precise_accumulation() -> bool:
-    """FLAMIA_FP8_ACC=precise: E4M3 MMAs promote to fp32 every 32 products (see _dot8); the
-    default "fast" keeps Hopper's native FP8 accumulation within each tile's MMA chain. Read at
-    every launch, so one process can compare both."""
-    mode = os.environ.get("FLAMIA_FP8_ACC", "fast")
-    if mode not in FP8_ACCUMULATION:
-        raise ValueError(f"FLAMIA_FP8_ACC={mode!r}; accepted: {FP8_ACCUMULATION}")
-    return mode == "precise"
+def fp8_mma_mode() -> int:
+    """How the E4M3 products run (FLAMIA_FP8_MMA, read at every launch so one process can compare):
+    "fast": Hopper FP8 MMA with its native accumulation within each tile's MMA chain, per-token
+    scales on the fp32 result (default below compute capability 10); "precise": the same with a
+    promotion to fp32 every 32 products (see _dot8); "mx": block-scaled MMAs (tl.dot_scaled, the
+    same bytes with E8M0 block scales: Blackwell's MX MMA, the default from capability 10 on;
+    emulated by triton elsewhere; its speed is unmeasured here, there is no Blackwell GPU)."""
+    mode = os.environ.get("FLAMIA_FP8_MMA")
+    if mode is None:
+        blackwell = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 10
+        mode = "mx" if blackwell and not INTERPRET else "fast"
+    if mode not in FP8_MMA_MODES:
+        raise ValueError(f"FLAMIA_FP8_MMA={mode!r}; accepted: {FP8_MMA_MODES}")
+    return FP8_MMA_MODES.index(mode)
 
 
 def _check_unit_d(*ts):
@@ -594,7 +631,7 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
         o.stride(0), o.stride(1), lse.stride(0), total, softmax_scale * LOG2E,
         H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, IS_FP8=fp8 is not None,
         QK_BF16=fp8 is not None and fp8.get("qk_bf16", False),
-        PRECISE_ACC=fp8 is not None and fp8_precise_accumulation(),
+        FP8_MMA=fp8_mma_mode() if fp8 is not None else 0,
     )
     return o, lse
 
@@ -641,7 +678,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         tcopy = lambda t: (0, 0, 0)
         s_strides = (0, 0)
     qk_scale = softmax_scale * LOG2E
-    precise = is_fp8 and fp8_precise_accumulation()
+    fp8_mma = fp8_mma_mode() if is_fp8 else 0
     bm, bn = bwd_blocks(d)
     _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
         q, k, v, do_in, qt, dot, sq, sk, sv, sdo, lse, delta, dk, dv, seg_end, order_dkdv,
@@ -650,7 +687,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1), lse.stride(0),
         total, qk_scale, softmax_scale,
         H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8, QK_BF16=qk_bf16,
-        PRECISE_ACC=precise,
+        FP8_MMA=fp8_mma,
     )
     bm, bn = dq_blocks(d)
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
@@ -659,6 +696,6 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         do_in.stride(0), do_in.stride(1), *tcopy(kt), *s_strides,
         dq.stride(0), dq.stride(1), lse.stride(0), total, qk_scale, softmax_scale,
         H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8, QK_BF16=qk_bf16,
-        PRECISE_ACC=precise,
+        FP8_MMA=fp8_mma,
     )
     return dq, dk, dv
