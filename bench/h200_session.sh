@@ -51,11 +51,11 @@ train)
   python -m train.compare $OUT/run_bf16 $OUT/run_mxfp8 --out $OUT/compare.png || true
   ;;
 final)  # fp8 check, quick benchmark with FP8 providers and profile, GPU tests (one 600 s call)
-  FLAMIA_AUTOTUNE=0 step "fp8 check" 100 python -m bench.fp8_check 2>&1 | tee $OUT/fp8_check.log
-  FLAMIA_AUTOTUNE=8x2,8x3 step "bench" 300 python -m bench.attention --quick --profile \
+  FLAMIA_AUTOTUNE=0 step "fp8 check" 130 python -m bench.fp8_check 2>&1 | tee $OUT/fp8_check.log
+  FLAMIA_AUTOTUNE=8x2,8x3 step "bench" 280 python -m bench.attention --quick --profile \
     --dists one_doc lognormal_1k u32_1024 --out $OUT > $OUT/bench.log 2>&1
   grep -v Warn $OUT/bench.log | tail -45
-  FLAMIA_AUTOTUNE=0 step "gpu tests" 120 python -m pytest -q -p no:cacheprovider \
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 110 python -m pytest -q -p no:cacheprovider \
     tests/test_kernels_fp8.py tests/test_kernels.py > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
   ;;
