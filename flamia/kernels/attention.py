@@ -1,14 +1,21 @@
-"""Triton packed-document attention (varlen layout), forward and backward, BF16 recipe.
+"""Triton packed-document attention (varlen layout), forward and backward: the BF16 recipe and,
+through the IS_FP8 constexpr variants, the FP8 recipes (mxfp8, nvfp4_fp8).
 
 Algorithm: FlashAttention-2. Forward: online softmax over key tiles, LSE saved. Backward: a
 dK/dV kernel over key tiles (looping over the query tiles that see them and over the query
 heads of a GQA group, so no atomics) and a dQ kernel over query tiles.
 
+FP8 variants: Q, K, V, dO arrive quantized (kernels/quantize.py) with per-(token, head) scales,
+which factor out of S and dP (_qk_dot) and are folded into the in-register operands P', dS'
+before those are quantized per row of the tile (_quantized_row_dot). FP8_MMA selects how the
+E4M3 products run: Hopper's FP8 MMA (fast / precise accumulation) or block-scaled MMAs
+(tl.dot_scaled, Blackwell); see fp8_mma_mode.
+
 Layouts and names (shape suffixes):
     q_THD [T, Hq, D], k_THD / v_THD [T, Hkv, D], o_THD [T, Hq, D]   (any strides along T and H,
         unit stride along D)
     lse_HT [Hq, T] float32: base-2 log-sum-exp, lse2 = m + log2(l)
-    delta_HT [Hq, T] float32: rowsum(dO * O)
+    delta_HT [Hq, T] float32: rowsum(dO * O), with the quantized dO' for the FP8 recipes
     seg_start_T / seg_end_T [T] int32: first token / one past the last token of each token's
         segment (derived once per batch from cu_seqlens, see ``flamia.ops``)
     order_P [n_tiles] int32: the order in which tiles are launched (longest work first)
@@ -24,8 +31,9 @@ key tiles: query tiles from the diagonal to the end of the last key's segment.
 Softmax convention (shared with flamia.reference): base-2 logits, the running maximum is
 rounded up to an integer, so rescaling is by exact powers of two.
 
-Verified: interpreter tier (tests/test_kernels.py) on CPU; GPU tier on the H200 (sm_90) with
-triton 3.6 (bench/attention.py, tests marked gpu).
+Verified: interpreter tier (tests/test_kernels.py, tests/test_kernels_fp8.py) on CPU; GPU tier
+on the H200 (sm_90) with triton 3.6 (bench/attention.py, bench/fp8_check.py, tests marked gpu),
+last on 2026-12-03 before the FP8 token-major padding, the dO' delta and the MX path.
 """
 
 from __future__ import annotations
