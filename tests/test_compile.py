@@ -1,0 +1,48 @@
+"""The kernels compiled for real GPUs (sm_90, sm_100) on the CPU machine, no GPU needed: catches
+what the interpreter cannot (triton frontend errors, and loads that would not pipeline).
+Runs bench/ir_report.py in a subprocess: the interpreter (TRITON_INTERPRET=1, set by conftest)
+replaces triton.jit at import time, so compiling needs a fresh process without it."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Tile loads outside the inner loops (the program's own Q / dO rows, or K / V of dK/dV): the
+# only synchronous ones allowed; every load inside a loop must be an async (pipelined) copy.
+PROLOGUE_LOADS = {"fwd": {"q"}, "dkdv": {"k", "v"}, "dq": {"do", "q"}}
+
+
+def _ir_report(*args):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    out = subprocess.run([sys.executable, "-m", "bench.ir_report", *args], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = {}
+    for line in out.stdout.splitlines():
+        m = re.match(r"(fwd|dkdv|dq)\s+(bf16|mxfp8)\s.*tcgen05 mma\s+(\d+) \(scaled\s+(\d+)\).*"
+                     r"synchronous tile loads: (.*)$", line)
+        if m:
+            sync = set() if m.group(5) == "-" else set(m.group(5).split(", "))
+            rows[(m.group(1), m.group(2))] = (int(m.group(3)), int(m.group(4)), sync)
+    assert len(rows) == 6, out.stdout
+    return rows
+
+
+def test_sm90_tile_loads_are_pipelined():
+    for (kernel, recipe), (_, _, sync) in _ir_report().items():
+        assert sync <= PROLOGUE_LOADS[kernel], (
+            f"{kernel} {recipe}: synchronous tile loads {sorted(sync - PROLOGUE_LOADS[kernel])} "
+            "inside a loop (a mask along a tile's contiguous axis prevents vectorized async copies)")
+
+
+def test_sm100_mx_path_uses_block_scaled_mma():
+    rows = _ir_report("--arch", "100", "--mma", "mx")
+    for kernel in PROLOGUE_LOADS:
+        tcgen05, scaled, _ = rows[(kernel, "mxfp8")]
+        assert tcgen05 > 0 and scaled == tcgen05, (kernel, tcgen05, scaled)
