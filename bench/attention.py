@@ -200,14 +200,22 @@ def prep_cudnn_thd(q, k, v, cu, lengths, L):
         return cudnn.pygraph(io_data_type=bf16, intermediate_data_type=f32,
                              compute_data_type=f32, handle=handle)
 
-    def packed(g, name, h, pack):
-        """A [segments, h, max_len, d] view of a packed tensor; returns the graph tensor and
-        registers its ragged-offset tensor in ``pack`` (graph tensor -> torch tensor)."""
-        t = g.tensor(name=name, dim=dims(h), stride=strides(h), data_type=bf16)
+    def with_ragged_offset(g, t, h, pack):
+        """Attach the per-segment ragged offsets of an h-head packed tensor to graph tensor t;
+        registers the offset tensor's data in ``pack`` (graph tensor -> torch tensor)."""
         off = g.tensor_like(ragged[h])
         t.set_ragged_offset(off)
         pack[off] = ragged[h]
         return t
+
+    def packed(g, name, h, pack):
+        """A [segments, h, max_len, d] input view of a packed tensor."""
+        t = g.tensor(name=name, dim=dims(h), stride=strides(h), data_type=bf16)
+        return with_ragged_offset(g, t, h, pack)
+
+    def packed_output(g, t, h, pack):
+        t.set_output(True).set_dim(dims(h)).set_stride(strides(h))
+        return with_ragged_offset(g, t, h, pack)
 
     def finish(g):
         g.validate()
@@ -215,7 +223,6 @@ def prep_cudnn_thd(q, k, v, cu, lengths, L):
         g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
         g.check_support()
         g.build_plans()
-        return g
 
     # Forward graph
     gf, fixed_f = graph(), {}
@@ -224,10 +231,7 @@ def prep_cudnn_thd(q, k, v, cu, lengths, L):
     fixed_f.update({sq_: seqlen, skv_: seqlen})
     fo, fstats = gf.sdpa(name="sdpa", q=fq, k=fk, v=fv, generate_stats=True, attn_scale=scale,
                          use_padding_mask=True, seq_len_q=sq_, seq_len_kv=skv_, **band)
-    fo.set_output(True).set_dim(dims(hq)).set_stride(strides(hq))
-    fo_off = gf.tensor_like(ragged[hq])
-    fo.set_ragged_offset(fo_off)
-    fixed_f[fo_off] = ragged[hq]
+    packed_output(gf, fo, hq, fixed_f)
     fstats.set_output(True).set_data_type(f32)
     finish(gf)
 
@@ -245,10 +249,7 @@ def prep_cudnn_thd(q, k, v, cu, lengths, L):
         use_padding_mask=True, seq_len_q=bsq, seq_len_kv=bskv, max_total_seq_len_q=max_t,
         max_total_seq_len_kv=max_t, **band)
     for t, h in ((bdq, hq), (bdk, hkv), (bdv, hkv)):
-        t.set_output(True).set_dim(dims(h)).set_stride(strides(h))
-        off = gb.tensor_like(ragged[h])
-        t.set_ragged_offset(off)
-        fixed_b[off] = ragged[h]
+        packed_output(gb, t, h, fixed_b)
     finish(gb)
     workspace = torch.empty(max(gf.get_workspace_size(), gb.get_workspace_size(), 1),
                             dtype=torch.uint8, device=dev)
