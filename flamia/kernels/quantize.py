@@ -9,7 +9,8 @@ and the launcher adds
                        Hopper's FP8 MMA reads its B operand K-major,
                        so a matmul contracting over tokens (P V, dS K, P^T dO, dS^T Q) reads this
                        copy; same values, other layout.
-The transposed copy is a separate torch copy for now: writing it from the quantizer kernel
+The transposed copy is a separate pass for now (token_major_copy: torch's copy by default, an
+experimental Triton copy with FLAMIA_FP8_TRANSPOSE=triton): writing it from the quantizer kernel
 (a [BLOCK_T, D] tile stored through token-contiguous pointers) gave wrong bytes on the H200 with
 triton 3.6 (bench/fp8_check.py on 2026-12-02: 76336 of 153600 elements differed, while the
 [T, H, D] data and the scales were bit-exact); it was right in the interpreter. Fusing it back
