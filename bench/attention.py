@@ -384,11 +384,18 @@ def environment() -> dict:
         "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None,
         "python": platform.python_version(),
         "command": " ".join(["python -m bench.attention"] + sys.argv[1:]),
+        # the settings that change what runs (FLAMIA_AUTOTUNE, FLAMIA_FP8_MMA, ...)
+        "flamia_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("FLAMIA_")},
     }
     try:
         import subprocess
-        env["git_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"],
-                                           capture_output=True, text=True).stdout.strip()
+
+        def git(*args):
+            return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
+
+        env["git_commit"] = git("rev-parse", "--short", "HEAD")
+        # a run from a working tree with changes is not that commit: say so
+        env["git_uncommitted_changes"] = bool(git("status", "--porcelain", "--untracked-files=no"))
     except OSError:
         pass
     return env

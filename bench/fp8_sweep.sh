@@ -11,11 +11,14 @@ run() {  # name, then VAR=value assignments; FLAMIA_SWEEP="name ..." runs only t
   echo "== $name $*"
   env "$@" timeout ${FLAMIA_SWEEP_TIMEOUT:-45} python -m bench.attention --quick --dists lognormal_1k \
     --providers flamia-mxfp8 --profile --out "$out" --tag "_fp8sweep_$name" 2>&1 \
-    | grep -E '^\| lognormal|^- .*_attn_|^- .*elementwise_kernel<128|^- .*_quantize'
+    | grep -E '^\| lognormal|^- .*_attn_|^- .*elementwise_kernel<128|^- .*_quantize|^- .*_token_major|checked, rel err|Error'
 }
-run w8s2 FLAMIA_AUTOTUNE=8x2
-run w4s2 FLAMIA_AUTOTUNE=4x2
-run w4s3 FLAMIA_AUTOTUNE=4x3
-run bwd64x64_w8s2 FLAMIA_AUTOTUNE=8x2 FLAMIA_BWD_BLOCKS=64,64
-run bwd64x64_w4s2 FLAMIA_AUTOTUNE=4x2 FLAMIA_BWD_BLOCKS=64,64
-run small_w4s2 FLAMIA_AUTOTUNE=4x2 FLAMIA_FWD_BLOCKS=64,64 FLAMIA_DQ_BLOCKS=64,64 FLAMIA_BWD_BLOCKS=64,64
+# The token-major copy mode (FLAMIA_FP8_TRANSPOSE) of every setting
+T=FLAMIA_FP8_TRANSPOSE=${FLAMIA_SWEEP_TRANSPOSE:-triton}
+run w8s2 FLAMIA_AUTOTUNE=8x2 $T
+run w8s3 FLAMIA_AUTOTUNE=8x3 $T
+run bwd64x64_w8s2 FLAMIA_AUTOTUNE=8x2 FLAMIA_BWD_BLOCKS=64,64 $T
+run small_w4s2 FLAMIA_AUTOTUNE=4x2 FLAMIA_FWD_BLOCKS=64,64 FLAMIA_DQ_BLOCKS=64,64 FLAMIA_BWD_BLOCKS=64,64 $T
+run small_w4s3 FLAMIA_AUTOTUNE=4x3 FLAMIA_FWD_BLOCKS=64,64 FLAMIA_DQ_BLOCKS=64,64 FLAMIA_BWD_BLOCKS=64,64 $T
+run w4s2 FLAMIA_AUTOTUNE=4x2 $T
+run bwd64x64_w4s2 FLAMIA_AUTOTUNE=4x2 FLAMIA_BWD_BLOCKS=64,64 $T

@@ -59,9 +59,14 @@ final)  # fp8 check, quick benchmark with FP8 providers and profile, GPU tests (
     tests/test_kernels_fp8.py tests/test_kernels.py > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
   ;;
-sweep)  # MXFP8 config sweep (bench/fp8_sweep.sh), ~5 min
-  step "transpose check" 35 python -m bench.transpose_check 2>&1 | tee $OUT/transpose_check.log
-  bench/fp8_sweep.sh $OUT 2>&1 | tee $OUT/fp8_sweep.log
+sweep)  # transpose modes, FP8 GPU tests, MXFP8 config sweep (bench/fp8_sweep.sh), ~8 min
+  step "transpose check" 40 python -m bench.transpose_check 2>&1 | tee $OUT/transpose_check.log
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 150 python -m pytest -q \
+    -p no:cacheprovider tests/test_kernels_fp8.py > $OUT/gpu_tests.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
+  FLAMIA_SWEEP=${FLAMIA_SWEEP:-"w8s2 bwd64x64_w8s2 small_w4s2 w4s2 w8s3"} bench/fp8_sweep.sh /tmp/sweep 2>&1 \
+    | tee $OUT/fp8_sweep.log
+  tar czf $OUT/fp8_sweep_results.tgz -C /tmp sweep  # one file: the device returns 8 at most
   ;;
 mini)  # what fits in ~150 s: transpose check and three MXFP8 settings
   step "transpose check" 30 python -m bench.transpose_check 2>&1 | tee $OUT/transpose_check.log

@@ -1,28 +1,33 @@
-"""GPU check of the Triton token-major copy (flamia.kernels.quantize.token_major_copy) against
-torch's permute copy: bytes equal, and the time of each. PYTHONPATH=$PWD python -m bench.transpose_check"""
+"""GPU check of the token-major copy of the E4M3 data (flamia.kernels.quantize), per
+FLAMIA_FP8_TRANSPOSE mode: torch's permute copy (the reference bytes) and the Triton copy kernel.
+Bytes equal to the torch copy, and the time of quantize + copy.
+
+    PYTHONPATH=$PWD python -m bench.transpose_check
+"""
 
 import os
 
 import torch
 from triton.testing import do_bench
 
-from flamia.kernels.quantize import quantize_mx_token, token_major_copy
+from flamia.kernels.quantize import TRANSPOSE_MODES, quantize_mx_token
 
 
 def main():
     x = torch.randn(32768, 16, 128, device="cuda").bfloat16()
-    x8, _, _ = quantize_mx_token(x, transposed=False)
     for total in (32768, 1000):
-        d = x8[:total]
-        os.environ["FLAMIA_FP8_TRANSPOSE"] = "torch"
-        ref = token_major_copy(d)
-        t_torch = do_bench(lambda: token_major_copy(d), return_mode="median")
-        os.environ["FLAMIA_FP8_TRANSPOSE"] = "triton"
-        ours = token_major_copy(d)
-        t_triton = do_bench(lambda: token_major_copy(d), return_mode="median")
-        same = torch.equal(ours.view(torch.uint8), ref.view(torch.uint8))
-        print(f"T={total}: bytes equal {same}; torch {t_torch:.3f} ms, triton {t_triton:.3f} ms",
-              flush=True)
+        xs = x[:total]
+        ref = None
+        for mode in sorted(TRANSPOSE_MODES, key=lambda m: m != "torch"):  # torch's bytes first
+            os.environ["FLAMIA_FP8_TRANSPOSE"] = mode
+            x8, xt8, s = quantize_mx_token(xs)
+            if ref is None:
+                ref = xt8.view(torch.uint8).clone()
+            same = torch.equal(xt8.view(torch.uint8), ref)
+            ms = do_bench(lambda: quantize_mx_token(xs), return_mode="median")
+            print(f"T={total:6} {mode:6}: bytes equal to torch's copy {same}; quantize + copy "
+                  f"{ms:.3f} ms", flush=True)
+    os.environ.pop("FLAMIA_FP8_TRANSPOSE")
 
 
 if __name__ == "__main__":

@@ -29,9 +29,15 @@ def _fp8(q, k, v, cu, recipe="mxfp8"):
     return flamia.attention(q, k, v, cu, q.shape[0], recipe=recipe, impl="triton")
 
 
-def test_nvfp4_quantizer_matches_reference():
+# The token-major copy: the Triton copy kernel (default) or torch's copy.
+TRANSPOSE_MODES = pytest.mark.parametrize("transpose", ["triton", "torch"])
+
+
+@TRANSPOSE_MODES
+def test_nvfp4_quantizer_matches_reference(transpose, monkeypatch):
     from flamia.kernels.quantize import quantize_nvfp4_token
 
+    monkeypatch.setenv("FLAMIA_FP8_TRANSPOSE", transpose)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(70, 2, 128, generator=g) * torch.exp2(
         torch.randint(-20, 20, (70, 2, 1), generator=g).float())
@@ -47,7 +53,9 @@ def test_nvfp4_quantizer_matches_reference():
     assert not data_t[..., x.shape[0]:].float().any()  # zero padding (token_major_copy)
 
 
-def test_quantizer_matches_reference():
+@TRANSPOSE_MODES
+def test_quantizer_matches_reference(transpose, monkeypatch):
+    monkeypatch.setenv("FLAMIA_FP8_TRANSPOSE", transpose)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(97, 3, 64, generator=g) * torch.exp2(
         torch.randint(-30, 30, (97, 3, 1), generator=g).float())
@@ -65,6 +73,8 @@ def test_quantizer_matches_reference():
     if DEVICE == "cuda":  # bit-exact bytes against torch's saturating RNE cast
         ref_bytes = data.clamp(-E4M3.max_normal, E4M3.max_normal).to(torch.float8_e4m3fn)
         assert torch.equal(x8.view(torch.uint8), ref_bytes.view(torch.uint8))
+        xt_bytes = xt8[..., : x.shape[0]].permute(2, 0, 1).contiguous().view(torch.uint8)
+        assert torch.equal(xt_bytes, ref_bytes.view(torch.uint8))
 
 
 @pytest.fixture
@@ -134,13 +144,17 @@ def test_token_major_copy_triton(monkeypatch):
     from flamia.kernels.quantize import token_major_copy
 
     x8, _, _ = quantize_mx_token(torch.randn(100, 3, 64).bfloat16().to(DEVICE), transposed=False)
-    ref = token_major_copy(x8)  # torch's copy
+    monkeypatch.setenv("FLAMIA_FP8_TRANSPOSE", "torch")
+    ref = token_major_copy(x8)
     assert ref.shape == (3, 64, 128) and torch.equal(ref[..., :100].float(),
                                                      x8.permute(1, 2, 0).float())
     monkeypatch.setenv("FLAMIA_FP8_TRANSPOSE", "triton")
     ours = token_major_copy(x8)
     assert ours.dtype == x8.dtype and ours.shape == ref.shape
     assert torch.equal(ours.float(), ref.float())
+    monkeypatch.setenv("FLAMIA_FP8_TRANSPOSE", "fused")  # no longer a mode: a clear error
+    with pytest.raises(ValueError, match="accepted"):
+        token_major_copy(x8)
 
 
 def test_fp8_ops_save_quantized_tensors_only():

@@ -9,12 +9,13 @@ and the launcher adds
                        Hopper's FP8 MMA reads its B operand K-major,
                        so a matmul contracting over tokens (P V, dS K, P^T dO, dS^T Q) reads this
                        copy; same values, other layout.
-The transposed copy is a separate pass for now (token_major_copy: torch's copy by default, an
-experimental Triton copy with FLAMIA_FP8_TRANSPOSE=triton): writing it from the quantizer kernel
-(a [BLOCK_T, D] tile stored through token-contiguous pointers) gave wrong bytes on the H200 with
-triton 3.6 (bench/fp8_check.py on 2026-12-02: 76336 of 153600 elements differed, while the
-[T, H, D] data and the scales were bit-exact); it was right in the interpreter. Fusing it back
-(e.g. storing tl.trans of the tile) is open work and must be checked on the GPU.
+The transposed copy is a separate pass (token_major_copy, a Triton copy kernel): writing it from
+the quantizer kernel gave wrong bytes on the H200 with triton 3.6 twice, while it was right in the
+interpreter: on 2026-12-02 through token-contiguous pointers (76336 of 153600 elements differed),
+on 2026-12-03 as a tl.trans of the tile's uint8 bitcast (bench/transpose_check.py, "fused" mode,
+since removed; the same tl.trans store of a uint8 tile loaded from memory is right). The separate
+copy reads and writes 2 bytes per element more; it costs 0.14 ms of a 6.2 ms fwd+bwd at
+4 x 8k tokens, 16 heads (bench/results/fp8_sweep_20261203_H200.txt).
 Numerics are flamia.formats.quantize_mx(x, E4M3, block_dim=-1) exactly (bit-exact on the GPU).
 
 Storage: float8_e4m3fn on the GPU. Under the Triton interpreter (CPU) the fp32 -> fp8 cast is
@@ -39,19 +40,29 @@ E4M3_MAX = 448.0
 
 
 @triton.jit
-def e8m0_scale(amax):
-    """2^ceil(log2(amax / 448)) from the bits of amax (amax >= 0, finite), clamped to E8M0's
-    [-127, 127]; 1 where amax == 0. 448 = 1.75 * 2^8: one power of two more when amax's mantissa
+def e8m0_exponent(amax):
+    """ceil(log2(amax / 448)) from the bits of amax (amax >= 0, finite), clamped to E8M0's
+    [-127, 127]; 0 where amax == 0. 448 = 1.75 * 2^8: one power of two more when amax's mantissa
     exceeds 1.75 (fraction bits > 0x600000)."""
     bits = amax.to(tl.uint32, bitcast=True)
     e = ((bits >> 23) & 0xFF).to(tl.int32) - 127
     frac = bits & 0x7FFFFF
     exp = e - 8 + (frac > 0x600000).to(tl.int32)
     exp = tl.minimum(tl.maximum(exp, -127), 127)
-    exp = tl.where(amax == 0.0, 0, exp)
-    # 2^exp as a float: exponent field exp + 127 (>= 0); exp = -127 is the fp32 subnormal 2^-127.
-    normal = ((exp + 127).to(tl.uint32) << 23).to(tl.float32, bitcast=True)
+    return tl.where(amax == 0.0, 0, exp)
+
+
+@triton.jit
+def pow2(exp):
+    """2^exp as fp32 for integer exp in [-127, 127] (-127 is the fp32 subnormal 0x00400000)."""
+    normal = ((tl.maximum(exp, -126) + 127).to(tl.uint32) << 23).to(tl.float32, bitcast=True)
     return tl.where(exp == -127, 5.877471754111438e-39, normal)
+
+
+@triton.jit
+def e8m0_scale(amax):
+    """The E8M0 scale 2^e8m0_exponent(amax) as fp32 (1 where amax == 0)."""
+    return pow2(e8m0_exponent(amax))
 
 
 @triton.jit
@@ -79,7 +90,9 @@ def round_e4m3(x):
     E4M3 value under the interpreter (rounding by hand)."""
     if IS_INTERPRETER:
         return round_to_grid(x, 3, -6, 448.0).to(tl.bfloat16)
-    return tl.minimum(tl.maximum(x, -448.0), 448.0).to(tl.float8e4nv)
+    # cvt.rn.satfinite saturates to +-448 itself (and keeps NaN, like the reference's clamp): an
+    # explicit clamp would cost two instructions per element in the attention kernels' loops.
+    return x.to(tl.float8e4nv)
 
 
 @triton.jit
@@ -123,6 +136,9 @@ def _quantize_per_token_kernel(
 # vectorize and pipeline (a mask along the contiguous axis makes triton fall back to 1-byte
 # loads); the zeros keep 0 * padding finite for the masked-out keys and queries.
 TOKEN_PAD = 128
+# How the token-major copy is made (FLAMIA_FP8_TRANSPOSE): the Triton copy kernel below (default)
+# or torch's strided copy (the reference bytes, 5x slower: bench/transpose_check.py).
+TRANSPOSE_MODES = ("triton", "torch")
 
 
 @triton.jit
@@ -139,15 +155,26 @@ def _token_major_copy_kernel(x_ptr, out_ptr, stride_xt, stride_xh, stride_oh, st
     tl.store(out, tl.trans(x))
 
 
+def _transpose_mode() -> str:
+    mode = os.environ.get("FLAMIA_FP8_TRANSPOSE", "triton")
+    if mode not in TRANSPOSE_MODES:
+        raise ValueError(f"FLAMIA_FP8_TRANSPOSE={mode!r}; accepted: {TRANSPOSE_MODES}")
+    return mode
+
+
+def _padded(total: int) -> int:
+    return triton.cdiv(total, TOKEN_PAD) * TOKEN_PAD
+
+
 def token_major_copy(data: torch.Tensor) -> torch.Tensor:
     """[T, H, D] -> contiguous [H, D, T_pad], the same bytes, T_pad = T rounded up to TOKEN_PAD,
-    zeros after T. FLAMIA_FP8_TRANSPOSE=triton uses the Triton copy above (experimental: check it
-    with bench/transpose_check.py on the GPU first); the default is torch's copy (correct, but a
-    slow strided byte copy: 1.6 ms of a 20 ms fwd+bwd at 4 x 8k tokens, 16 heads,
-    bench/results/attention_20261203-0718_*)."""
+    zeros after T. The Triton copy above by default: bytes equal to torch's permute copy on the
+    H200, quantize + copy 0.094 ms vs 0.471 ms with torch's copy at T = 32768, 16 heads, D = 128
+    (bench/transpose_check.py, bench/results/fp8_sweep_20261203_H200.txt);
+    FLAMIA_FP8_TRANSPOSE=torch selects torch's copy."""
     total, h, d = data.shape
-    padded = triton.cdiv(total, TOKEN_PAD) * TOKEN_PAD
-    if os.environ.get("FLAMIA_FP8_TRANSPOSE", "torch") != "triton":
+    padded = _padded(total)
+    if _transpose_mode() == "torch":
         out = torch.empty((h, d, padded), dtype=data.dtype, device=data.device)
         out[:, :, :total] = data.permute(1, 2, 0)
         out[:, :, total:] = 0
@@ -174,7 +201,7 @@ def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
         x, data, scale, x.stride(0), x.stride(1), data.stride(0), data.stride(1), scale.stride(0),
         total, HEAD_DIM=d, BLOCK_T=block_t, NVFP4=nvfp4, num_warps=4,
     )
-    # See the module docstring: a separate copy until the fused transposed store is fixed.
+    # See the module docstring: a separate copy (storing it from this kernel gave wrong bytes).
     data_t = token_major_copy(data) if transposed else None
     return data, data_t, scale
 
