@@ -3,11 +3,14 @@
 # not stop the next ones.
 #   check: FP8 kernel check against the reference recipe, GPU test tier, quick benchmark with
 #          the per-kernel profile (~7 min)
+#   final: fp8 check, quick benchmark of three workloads with the profile, GPU tests (~6 min)
 #   train: 125M bf16 vs mxfp8 for a few hundred steps, comparison report (~8 min)
-#   bench: the full benchmark of DESIGN.md section 7 with the accuracy table (~9 min)
-#   sweep / mini: MXFP8 config sweep (bench/fp8_sweep.sh) and the Triton token-major copy check
-# Next session, in this order (2026-12-03): final (re-checks the FP8 kernels after the
-# token-major padding change, measures it), sweep, then bench (first run of cudnn-thd).
+#   bench: the full benchmark of DESIGN.md section 7 with the accuracy table (~5 min with
+#          FLAMIA_AUTOTUNE=8x2,8x3, 2026-12-03)
+#   sweep / mini: MXFP8 config sweep (bench/fp8_sweep.sh) and the token-major copy check
+#   last: GPU tests on the final tree and the dK/dV split-head-dim experiment (~5 min)
+# Measured 2026-12-03: final, sweep, bench. Next: last (if not run), then FP8 dK/dV work, whose
+# time follows its instruction count (bench/results/fp8_sweep_20261203_H200.txt, README).
 #
 # Prepare here (CPU machine), once:
 #   ../shared/device/wheels.sh               # torchtitan + deps as wheels in .whl/
@@ -71,6 +74,13 @@ sweep)  # transpose modes, FP8 GPU tests, MXFP8 config sweep (bench/fp8_sweep.sh
 mini)  # what fits in ~150 s: transpose check and three MXFP8 settings
   step "transpose check" 30 python -m bench.transpose_check 2>&1 | tee $OUT/transpose_check.log
   FLAMIA_SWEEP="w4s2 bwd64x64_w8s2 bwd64x64_w4s2" bench/fp8_sweep.sh $OUT 2>&1 | tee $OUT/fp8_sweep.log
+  ;;
+last)  # GPU tiers on the final tree + the dK/dV split-head-dim experiment (~5 min)
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 200 python -m pytest -q -p no:cacheprovider \
+    tests/test_kernels_fp8.py tests/test_kernels.py tests/test_api.py > $OUT/gpu_tests.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
+  FLAMIA_SWEEP="w8s3 w8s3_split" bench/fp8_sweep.sh /tmp/sweep 2>&1 | tee $OUT/fp8_sweep.log
+  tar czf $OUT/fp8_sweep_results.tgz -C /tmp sweep
   ;;
 bench)
   step "bench" 560 python -m bench.attention --accuracy --profile --out $OUT > $OUT/bench.log 2>&1
