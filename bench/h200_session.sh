@@ -83,6 +83,14 @@ last)  # GPU tiers on the final tree and a quick benchmark of it (~4.5 min)
     lognormal_1k one_doc --providers flamia-bf16 flamia-mxfp8 cudnn-thd --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|_quantize|_token_major)|^###" $OUT/bench.log | tail -40
   ;;
+tiny)  # what fits in ~3 min: GPU kernel tiers and one workload
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 110 python -m pytest -q -p no:cacheprovider \
+    tests/test_kernels_fp8.py tests/test_kernels.py > $OUT/gpu_tests.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
+  FLAMIA_AUTOTUNE=8x3 step "bench" 75 python -m bench.attention --quick --profile --dists \
+    lognormal_1k --providers flamia-bf16 flamia-mxfp8 cudnn-thd --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*(_attn_|_quantize|_token_major)|^###" $OUT/bench.log | tail -40
+  ;;
 bench)
   step "bench" 560 python -m bench.attention --accuracy --profile --out $OUT > $OUT/bench.log 2>&1
   tail -80 $OUT/bench.log
