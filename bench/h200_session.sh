@@ -9,8 +9,8 @@
 #          FLAMIA_AUTOTUNE=8x2,8x3, 2026-12-03)
 #   sweep / mini: MXFP8 config sweep (bench/fp8_sweep.sh) and the token-major copy check
 #   last: GPU tests on the final tree and the dK/dV split-head-dim experiment (~5 min)
-# Measured 2026-12-03: final, sweep, bench. Next: last (if not run), then FP8 dK/dV work, whose
-# time follows its instruction count (bench/results/fp8_sweep_20261203_H200.txt, README).
+# Measured 2026-12-03: final, sweep, bench. Next: last (GPU tests + timing of the unmasked-tile
+# loads, FLAMIA_DKDV_SPLIT_D=2 in the sweep), then FP8 dK/dV overlap work (README, Performance).
 #
 # Prepare here (CPU machine), once:
 #   ../shared/device/wheels.sh               # torchtitan + deps as wheels in .whl/

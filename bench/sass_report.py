@@ -1,0 +1,88 @@
+"""Registers, spills and the SASS of each inner loop of the attention kernels, compiled for
+sm_90 on any machine (no GPU needed), with the ptxas and cuobjdump that triton bundles.
+
+    python -m bench.sass_report [--kernels fwd dq dkdv] [--warps 8] [--stages 2]
+
+What it measures is instruction issue and register pressure, not time: on the H200 (2026-12-03)
+the FP8 inner loops lost 20-25% of their instructions with hardly any change in kernel time (they
+are latency-bound; see README, Performance). Times come from bench/attention.py on the GPU. A loop is a backward branch; each kernel has three (masked boundary tiles, unmasked
+tiles, masked diagonal tiles), the middle one carries most of the work. Tile shapes and compile
+hints are bench/ir_report.py's (the launchers' defaults). The local triton may differ from the
+GPU image's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import tempfile
+
+from triton.backends.nvidia.compiler import get_ptxas
+from triton import knobs
+
+from bench.ir_report import KERNELS, compile_for
+
+CLASSES = {  # opcode prefix -> column
+    "QGMMA": "mma", "HGMMA": "mma", "FMUL": "fmul", "FFMA": "ffma", "FADD": "fadd",
+    "FMNMX": "fmnmx", "MUFU": "mufu", "F2FP": "cvt", "SHFL": "shfl", "PRMT": "prmt",
+    "STL": "spill st", "LDL": "spill ld", "LDS": "lds", "LDGSTS": "async cp", "BAR": "bar",
+}
+
+
+def registers_and_spills(ptx: str) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "k.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        out = subprocess.run([get_ptxas(90).path, "-v", "-arch=sm_90a", src, "-o",
+                              os.path.join(tmp, "k.cubin")], capture_output=True, text=True)
+    regs = re.search(r"Used (\d+) registers", out.stderr)
+    spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out.stderr)
+    if not regs:
+        return f"ptxas: {out.stderr.strip()[-200:]}"
+    return f"{regs.group(1)} registers, spills {spill.group(1)} B stored / {spill.group(2)} B loaded"
+
+
+def sass_loops(cubin: bytes) -> list[tuple[int, collections.Counter]]:
+    """(instruction count, opcode classes) of every loop (a backward branch) of the kernel."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        sass = subprocess.run([knobs.nvidia.cuobjdump.path, "-sass", f.name],
+                              capture_output=True, text=True, check=True).stdout
+    code = [(int(a, 16), op.strip()) for a, op in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
+    loops = []
+    for addr, text in code:
+        target = re.search(r"BRA (0x[0-9a-f]+)", text)
+        if target and int(target.group(1), 16) < addr:
+            body = [t for a, t in code if int(target.group(1), 16) <= a <= addr]
+            ops = collections.Counter()
+            for t in body:
+                op = re.sub(r"^@!?U?P\w+\s+", "", t).split()[0]
+                ops[next((c for p, c in CLASSES.items() if op.startswith(p)), "other")] += 1
+            loops.append((len(body), ops))
+    return loops
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--kernels", nargs="+", choices=list(KERNELS), default=list(KERNELS))
+    ap.add_argument("--warps", type=int, default=8)
+    ap.add_argument("--stages", type=int, default=2)
+    args = ap.parse_args(argv)
+    cols = list(dict.fromkeys(CLASSES.values())) + ["other"]
+    print(f"sm_90, D=128, {args.warps} warps, {args.stages} stages; per loop: instructions "
+          f"({', '.join(cols)})")
+    for name in args.kernels:
+        for fp8 in (False, True):
+            c = compile_for(name, fp8, warps=args.warps, stages=args.stages)
+            print(f"{name:5} {'mxfp8' if fp8 else 'bf16 '}: {registers_and_spills(c.asm['ptx'])}")
+            for i, (n, ops) in enumerate(sass_loops(c.asm["cubin"])):
+                print(f"    loop {i}: {n:5} ({', '.join(str(ops[k]) for k in cols)})")
+
+
+if __name__ == "__main__":
+    main()
