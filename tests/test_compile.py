@@ -16,13 +16,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROLOGUE_LOADS = {"fwd": {"q"}, "dkdv": {"k", "v"}, "dq": {"do", "q"}}
 
 
-def _ir_report(*args):
+def _bench(module, *args):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    out = subprocess.run([sys.executable, "-m", "bench.ir_report", *args], cwd=ROOT, env=env,
+    out = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
+    return out
+
+
+def _ir_report(*args):
+    out = _bench("bench.ir_report", *args)
     rows = {}
     for line in out.stdout.splitlines():
         m = re.match(r"(fwd|dkdv|dq)\s+(bf16|mxfp8)\s.*tcgen05 mma\s+(\d+) \(scaled\s+(\d+)\).*"
@@ -46,3 +51,17 @@ def test_sm100_mx_path_uses_block_scaled_mma():
     for kernel in PROLOGUE_LOADS:
         tcgen05, scaled, _ = rows[(kernel, "mxfp8")]
         assert tcgen05 > 0 and scaled == tcgen05, (kernel, tcgen05, scaled)
+
+
+def test_sass_report_reads_the_inner_loops():
+    """bench/sass_report.py (registers, spills, per-loop SASS for sm_90): three loops in the
+    forward, each with its MMAs (QK^T and PV at D=128: 8 + 4 HGMMA steps of K=16 for BF16,
+    4 + 2 QGMMA steps of K=32 for FP8), and a register count from ptxas."""
+    out = _bench("bench.sass_report", "--kernels", "fwd").stdout
+    for recipe in ("bf16 ", "mxfp8"):
+        block = out.split(f"fwd   {recipe}:")[1].split("\n")
+        assert re.search(r"\d+ registers, spills \d+ B", block[0]), out
+        loops = [line for line in block[1:4] if line.strip().startswith("loop")]
+        assert len(loops) == 3, out
+        mma = [int(re.search(r"\((\d+),", line).group(1)) for line in loops]
+        assert mma == [12 if recipe == "bf16 " else 6] * 3, out
