@@ -8,9 +8,10 @@
 #   bench: the full benchmark of DESIGN.md section 7 with the accuracy table (~5 min with
 #          FLAMIA_AUTOTUNE=8x2,8x3, 2026-12-03)
 #   sweep / mini: MXFP8 config sweep (bench/fp8_sweep.sh) and the token-major copy check
-#   last: GPU tests on the final tree and the dK/dV split-head-dim experiment (~5 min)
-# Measured 2026-12-03: final, sweep, bench. Next: last (GPU tests + timing of the unmasked-tile
-# loads, FLAMIA_DKDV_SPLIT_D=2 in the sweep), then FP8 dK/dV overlap work (README, Performance).
+#   last / tiny: GPU tests on the final tree and a quick benchmark of it (~5 / ~3 min)
+# Measured 2026-12-03: final, sweep, bench. Next session, first: last (GPU tests and timing of
+# the unmasked-tile loads, which ran only in the interpreter), then FP8 dK/dV overlap work
+# (README, Performance).
 #
 # Prepare here (CPU machine), once:
 #   ../shared/device/wheels.sh               # torchtitan + deps as wheels in .whl/

@@ -35,8 +35,6 @@ def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16, warp
     fn = kernel.fn  # under the autotuner
     consts = dict(H_Q=heads, H_KV=heads, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
                   IS_FP8=fp8, QK_BF16=False, FP8_MMA=mma if fp8 else 0)
-    if name == "dkdv":
-        consts["SPLIT_D"] = K.dkdv_split_d(head_dim) if fp8 else 1
     if fp8:
         consts.update({s: 1 for s in unit_strides})
     elif name == "fwd":

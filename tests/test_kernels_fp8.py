@@ -202,22 +202,3 @@ def test_mx_block_scaled_mma_path(recipe, monkeypatch):
     for r in res.values():
         assert r.n_compared > 0 and r.max_abs_delta == 0.0, str(r)
 
-
-@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4_fp8"])
-def test_dkdv_split_head_dim_is_the_same_function(recipe, monkeypatch):
-    """FLAMIA_DKDV_SPLIT_D=2 runs dK/dV's products per half of the head dim (fewer registers per
-    product): each output column sums the same products, so the gradients are bitwise the
-    unsplit kernel's; and a head dim that cannot be split is a clear error."""
-    lengths, hq, hkv, _ = CASES[DEVICE][0]
-    cu = _cu(lengths, DEVICE)
-    q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, 64, seed=22, device=DEVICE)
-    run = lambda: attention_forward_backward(lambda *a: _fp8(*a, recipe=recipe), q, k, v, do, cu)
-    monkeypatch.setenv("FLAMIA_DKDV_SPLIT_D", "1")
-    whole = run()
-    monkeypatch.setenv("FLAMIA_DKDV_SPLIT_D", "2")
-    halves = run()
-    for name, a, b in zip("O dQ dK dV".split(), halves, whole):
-        assert torch.equal(a, b), f"{name}: split head dim changed the result"
-    monkeypatch.setenv("FLAMIA_DKDV_SPLIT_D", "3")
-    with pytest.raises(ValueError, match="accepted"):
-        run()

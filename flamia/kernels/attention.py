@@ -396,12 +396,11 @@ def _attn_bwd_delta_kernel(o_ptr, do_ptr, sdo_ptr, delta_ptr, stride_ot, stride_
 
 
 @triton.jit
-def _dkdv_tile(dk, dv, dk2, dv2, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_ptrs,
-               sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n, start_m, stride_qt, stride_dot,
-               stride_qkt, stride_dokt, stride_qkd, stride_dokd, total, qk_scale,
-               BLOCK_M: tl.constexpr, DH: tl.constexpr, SPLIT_D: tl.constexpr,
-               MASKED: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
-               FP8_MMA: tl.constexpr):
+def _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_ptrs, sdo_ptrs,
+               lse_ptrs, delta_ptrs, offs_n, seg_end_n, start_m, stride_qt, stride_dot,
+               stride_qkt, stride_dokt, total, qk_scale,
+               BLOCK_M: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
+               QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
     offs_m = start_m + tl.arange(0, BLOCK_M)
     row_ok = offs_m < total
     shift = tl.cast(start_m, tl.int64)
@@ -423,30 +422,22 @@ def _dkdv_tile(dk, dv, dk2, dv2, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok
     dpT = _qk_dot(v, sv_n, tl.trans(do), sdo_m, IS_FP8, False, FP8_MMA)
     if IS_FP8:
         # dV = P^T dO over the query axis, rows quantized over this query tile; dO read from its
-        # token-contiguous copy (K-major for the MMA), zero-padded: no token-axis mask. With
-        # SPLIT_D == 2 the product runs per half of the head dim: an FP8 product lands in fresh
-        # registers (its row scale applies before the add), and a half is half as many.
-        a, s = _quantize_rows(pT, sdo_m)
-        dv = dv + _row_scaled_dot(a, s, tl.load(dok_ptrs + shift * stride_dokt), False, FP8_MMA)
-        if SPLIT_D == 2:
-            do_k2 = tl.load(dok_ptrs + shift * stride_dokt + DH * stride_dokd)
-            dv2 = dv2 + _row_scaled_dot(a, s, do_k2, False, FP8_MMA)
+        # token-contiguous copy (K-major for the MMA), zero-padded: no token-axis mask.
+        do_k = tl.load(dok_ptrs + shift * stride_dokt)
+        dv = dv + _quantized_row_dot(pT, sdo_m, do_k, False, FP8_MMA)
     else:
         dv = _dot(_bf16(pT), do, dv)
     dsT = pT * (dpT - delta[None, :])
     if IS_FP8:  # dK = dS^T Q over the query axis
-        a, s = _quantize_rows(dsT, sq_m)
-        dk = dk + _row_scaled_dot(a, s, tl.load(qk_ptrs + shift * stride_qkt), QK_BF16, FP8_MMA)
-        if SPLIT_D == 2:
-            q_k2 = tl.load(qk_ptrs + shift * stride_qkt + DH * stride_qkd)
-            dk2 = dk2 + _row_scaled_dot(a, s, q_k2, QK_BF16, FP8_MMA)
+        q_k = tl.load(qk_ptrs + shift * stride_qkt)  # zero-padded: no token-axis mask
+        dk = dk + _quantized_row_dot(dsT, sq_m, q_k, QK_BF16, FP8_MMA)
     else:
         dk = _dot(_bf16(dsT), tl.trans(qT), dk)
-    return dk, dv, dk2, dv2
+    return dk, dv
 
 
 @triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16",
-                                          "FP8_MMA", "SPLIT_D"])
+                                          "FP8_MMA"])
 @triton.jit
 def _attn_bwd_dkdv_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, qk_ptr, dok_ptr, sq_ptr, sk_ptr, sv_ptr, sdo_ptr,
@@ -457,7 +448,7 @@ def _attn_bwd_dkdv_kernel(
     total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
-    FP8_MMA: tl.constexpr, SPLIT_D: tl.constexpr,
+    FP8_MMA: tl.constexpr,
 ):
     kv_head = tl.program_id(0)
     tile = tl.load(order_ptr + tl.program_id(1))
@@ -488,15 +479,10 @@ def _attn_bwd_dkdv_kernel(
     full_lo = tl.minimum(tl.cdiv(last_key, BLOCK_M), hi)
     full_hi = tl.maximum(tl.minimum(first_seg_end // BLOCK_M, hi), full_lo)
 
-    # SPLIT_D == 2 (FP8 only): dK, dV accumulate per half of the head dim (see _dkdv_tile);
-    # dk2, dv2 hold the second halves (a 1 x 1 placeholder when not split).
-    DH: tl.constexpr = HEAD_DIM // SPLIT_D
-    dk = tl.zeros([BLOCK_N, DH], dtype=tl.float32)
-    dv = tl.zeros([BLOCK_N, DH], dtype=tl.float32)
-    dk2 = tl.zeros([BLOCK_N if SPLIT_D == 2 else 1, DH if SPLIT_D == 2 else 1], dtype=tl.float32)
-    dv2 = tl.zeros([BLOCK_N if SPLIT_D == 2 else 1, DH if SPLIT_D == 2 else 1], dtype=tl.float32)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     offs_mb = tl.arange(0, BLOCK_M).to(tl.int64)
-    d64 = tl.arange(0, DH).to(tl.int64)
+    d64 = offs_d.to(tl.int64)
     for g in range(H_Q // H_KV):  # the query heads reading this kv head: no atomics
         head = kv_head * (H_Q // H_KV) + g
         q_ptrs = q_ptr + head * stride_qh + offs_d[:, None] + offs_mb[None, :] * stride_qt
@@ -511,32 +497,26 @@ def _attn_bwd_dkdv_kernel(
         lse_ptrs = lse_ptr + head * stride_lh
         delta_ptrs = delta_ptr + head * stride_lh
         for m in range(lo, full_lo):
-            dk, dv, dk2, dv2 = _dkdv_tile(
-                dk, dv, dk2, dv2, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_ptrs,
-                sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n, m * BLOCK_M, stride_qt,
-                stride_dot, stride_qkt, stride_dokt, stride_qkd, stride_dokd, total, qk_scale,
-                BLOCK_M, DH, SPLIT_D, True, IS_FP8, QK_BF16, FP8_MMA)
+            dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
+                                sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
+                                m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
+                                total, qk_scale, BLOCK_M, True, IS_FP8, QK_BF16, FP8_MMA)
         for m in range(full_lo, full_hi):
-            dk, dv, dk2, dv2 = _dkdv_tile(
-                dk, dv, dk2, dv2, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_ptrs,
-                sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n, m * BLOCK_M, stride_qt,
-                stride_dot, stride_qkt, stride_dokt, stride_qkd, stride_dokd, total, qk_scale,
-                BLOCK_M, DH, SPLIT_D, False, IS_FP8, QK_BF16, FP8_MMA)
+            dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
+                                sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
+                                m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
+                                total, qk_scale, BLOCK_M, False, IS_FP8, QK_BF16, FP8_MMA)
         for m in range(full_hi, hi):
-            dk, dv, dk2, dv2 = _dkdv_tile(
-                dk, dv, dk2, dv2, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_ptrs,
-                sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n, m * BLOCK_M, stride_qt,
-                stride_dot, stride_qkt, stride_dokt, stride_qkd, stride_dokd, total, qk_scale,
-                BLOCK_M, DH, SPLIT_D, True, IS_FP8, QK_BF16, FP8_MMA)
+            dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
+                                sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
+                                m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
+                                total, qk_scale, BLOCK_M, True, IS_FP8, QK_BF16, FP8_MMA)
 
-    offs_dh = tl.arange(0, DH)
-    dk_ptrs = dk_ptr + offs_n.to(tl.int64)[:, None] * stride_dkt + kv_head * stride_dkh
-    dv_ptrs = dv_ptr + offs_n.to(tl.int64)[:, None] * stride_dvt + kv_head * stride_dvh
-    tl.store(dk_ptrs + offs_dh[None, :], _bf16(dk * sm_scale), mask=col_ok[:, None])
-    tl.store(dv_ptrs + offs_dh[None, :], _bf16(dv), mask=col_ok[:, None])
-    if SPLIT_D == 2:
-        tl.store(dk_ptrs + DH + offs_dh[None, :], _bf16(dk2 * sm_scale), mask=col_ok[:, None])
-        tl.store(dv_ptrs + DH + offs_dh[None, :], _bf16(dv2), mask=col_ok[:, None])
+    dk = dk * sm_scale
+    tl.store(dk_ptr + offs_n.to(tl.int64)[:, None] * stride_dkt + kv_head * stride_dkh
+             + offs_d[None, :], _bf16(dk), mask=col_ok[:, None])
+    tl.store(dv_ptr + offs_n.to(tl.int64)[:, None] * stride_dvt + kv_head * stride_dvh
+             + offs_d[None, :], _bf16(dv), mask=col_ok[:, None])
 
 
 # ------------------------------------------------------------------------------------------
@@ -661,17 +641,6 @@ def fp8_mma_mode() -> int:
     return FP8_MMA_MODES.index(mode)
 
 
-def dkdv_split_d(d: int) -> int:
-    """FP8 dK/dV: 2 runs the dV and dK products per half of the head dim, so that each FP8 product
-    (which lands in fresh registers) needs half the registers (FLAMIA_DKDV_SPLIT_D=1|2; default 1,
-    a register-pressure experiment not yet measured faster on the H200)."""
-    split = int(os.environ.get("FLAMIA_DKDV_SPLIT_D", "1"))
-    if split not in (1, 2) or d % (16 * split):
-        raise ValueError(f"FLAMIA_DKDV_SPLIT_D={split} for head dim {d}; accepted: 1, or 2 when "
-                         "the head dim is a multiple of 32")
-    return split
-
-
 def _check_unit_d(*ts):
     for t in ts:
         assert t.stride(-1) == 1, "head dim must be contiguous"
@@ -763,7 +732,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1), lse.stride(0),
         total, qk_scale, softmax_scale,
         H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8, QK_BF16=qk_bf16,
-        FP8_MMA=fp8_mma, SPLIT_D=dkdv_split_d(d) if is_fp8 else 1,
+        FP8_MMA=fp8_mma,
     )
     bm, bn = dq_blocks(d)
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
