@@ -33,7 +33,8 @@ rounded up to an integer, so rescaling is by exact powers of two.
 
 Verified: interpreter tier (tests/test_kernels.py, tests/test_kernels_fp8.py) on CPU; GPU tier
 on the H200 (sm_90) with triton 3.6 (bench/attention.py, bench/fp8_check.py, tests marked gpu),
-last on 2026-12-03 before the FP8 token-major padding, the dO' delta and the MX path.
+last on 2026-12-03 at d6297d9: the later unmasked-tile loads (_load) have run in the interpreter
+and compiled for sm_90 only.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def _logits(a, sa, b, sb, qk_scale, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
     E4M3 Q, K on Hopper's FP8 MMA the per-token scales are powers of two, so qk_scale is folded
     into sa first: the same IEEE result as scaling afterwards, one multiply per element fewer."""
     if IS_FP8 and not QK_BF16 and FP8_MMA != 2:
-        out = _dot8(a, b, FP8_MMA) * ((sa * qk_scale)[:, None] * sb[None, :])
+        out = _qk_dot(a, sa * qk_scale, b, sb, IS_FP8, QK_BF16, FP8_MMA)
     else:
         out = _qk_dot(a, sa, b, sb, IS_FP8, QK_BF16, FP8_MMA) * qk_scale
     return out
@@ -234,22 +235,17 @@ def _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _quantize_rows(x, fold):
-    """x * fold[None, :] quantized in registers: E4M3 with one E8M0 scale per row over this
-    tile's columns (the recipe's in-register group). ``fold`` is the per-token scale of the other
-    operand's tokens, folded in before quantization; masked entries of x are exactly 0 and never
-    enter a scale. Returns (E4M3 data, power-of-two row scales)."""
+def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
+    """(x * fold[None, :]) @ b with the left operand quantized in registers: E4M3 with one E8M0
+    scale per row over this tile's columns (the recipe's in-register group), the scale applied to
+    the fp32 result. ``fold`` is the per-token scale of b's tokens, folded in before quantization;
+    masked entries of x are exactly 0 and never enter a scale. B_IS_BF16: b holds bf16 values
+    (nvfp4_fp8's exact NVFP4 Q/K), so the E4M3 operand is widened to bf16 (exact) for a bf16 MMA."""
     xf = x * fold[None, :]
     exp = e8m0_exponent(tl.max(tl.abs(xf), 1))
+    scale = pow2(exp)
     # Multiplying by the exact reciprocal 2^-exp is the same IEEE result as dividing by the scale.
-    return round_e4m3(xf * pow2(-exp)[:, None]), pow2(exp)
-
-
-@triton.jit
-def _row_scaled_dot(a, scale, b, B_IS_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
-    """(a * scale[:, None]) @ b for rows quantized by _quantize_rows, the scale applied to the fp32
-    result. B_IS_BF16: b holds bf16 values (nvfp4_fp8's exact NVFP4 Q/K), so the E4M3 operand is
-    widened to bf16 (exact) for a bf16 MMA."""
+    a = round_e4m3(xf * pow2(-exp)[:, None])
     if B_IS_BF16:
         out = _dot(a.to(tl.bfloat16), b) * scale[:, None]
     elif FP8_MMA == 2:  # the row scale as E8M0 block scales; b's own scale is folded: 1
@@ -257,13 +253,6 @@ def _row_scaled_dot(a, scale, b, B_IS_BF16: tl.constexpr, FP8_MMA: tl.constexpr)
     else:
         out = _dot8(a, b, FP8_MMA) * scale[:, None]
     return out
-
-
-@triton.jit
-def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
-    """(x * fold[None, :]) @ b with the left operand quantized in registers (_quantize_rows)."""
-    a, scale = _quantize_rows(x, fold)
-    return _row_scaled_dot(a, scale, b, B_IS_BF16, FP8_MMA)
 
 
 # ------------------------------------------------------------------------------------------
