@@ -7,6 +7,7 @@
 #          FLAMIA_AUTOTUNE=8x2,8x3, 2026-12-03)
 #   sweep / mini: MXFP8 config sweep (bench/fp8_sweep.sh) and the token-major copy check
 #   last: GPU tests on the final tree and a quick benchmark of it (~4.5 min)
+#   profile: Nsight Compute (ncu) on the bf16 and mxfp8 kernels, stall reasons per SASS line
 # Measured 2026-12-03: final, sweep, bench. Next session, first: last (GPU tests and timing of
 # the unmasked-tile loads, which ran only in the interpreter), then FP8 dK/dV overlap work
 # (README, Performance).
@@ -72,6 +73,23 @@ last)  # GPU tiers on the final tree and a quick benchmark of it (~4.5 min)
   FLAMIA_AUTOTUNE=8x2,8x3 step "bench" 130 python -m bench.attention --quick --profile --dists \
     lognormal_1k one_doc --providers flamia-bf16 flamia-mxfp8 cudnn-thd --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|_quantize|_token_major)|^###" $OUT/bench.log | tail -40
+  ;;
+profile)  # Nsight Compute on flamia's bf16 and mxfp8 kernels: stall reasons, pipes, top stalls
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+  FLAMIA_AUTOTUNE=8x3 step "ncu" 240 $ncu_bin --profile-from-start off --clock-control none \
+    --kernel-name regex:'_attn_(fwd|bwd_dkdv|bwd_dq)' --section SpeedOfLight \
+    --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+    --section Occupancy --section LaunchStats --section SourceCounters \
+    --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active' \
+    --export /tmp/attn --force-overwrite python -m bench.ncu_attention --recipes bf16 mxfp8 \
+    > $OUT/ncu.txt 2>&1
+  grep -E "^  _attn|Duration|Registers Per Thread|Achieved Occupancy|Issue Slots Busy|Warp Cycles Per Issued|stalled_(long|math|wait|barrier|mio|lg|short|no_inst|dispatch|branch|not_sel|selected|sleep|tex|drain|membar|misc|imc)" \
+    $OUT/ncu.txt | head -150
+  mkdir -p /tmp/ncu_src
+  PATH=$(dirname $ncu_bin):$PATH step "stalls" 120 python -m bench.ncu_attention \
+    --stalls /tmp/attn.ncu-rep --raw-dir /tmp/ncu_src > $OUT/stalls.txt 2>&1
+  tar czf $OUT/ncu_source.tgz -C /tmp ncu_src
+  head -c 5000 $OUT/stalls.txt
   ;;
 bench)
   step "bench" 560 python -m bench.attention --accuracy --profile --out $OUT > $OUT/bench.log 2>&1

@@ -24,6 +24,10 @@ KERNELS = {
     "dkdv": (K._attn_bwd_dkdv_kernel, (64, 128), {"stride_qkt", "stride_dokt"}),
     "dq": (K._attn_bwd_dq_kernel, (128, 64), {"stride_kkt"}),
 }
+# dK/dV launches (PART, see flamia.kernels.attention.dkdv_parts): one fused kernel, or the FP8
+# recipes' default pair of a dV-only and a dK-only kernel.
+DKDV_PARTS = {"dkdv": 0, "dkdv_dv": 1, "dkdv_dk": 2}
+KERNELS.update({name: KERNELS["dkdv"] for name in DKDV_PARTS if name != "dkdv"})
 DATA_PTRS = ("q_ptr", "k_ptr", "v_ptr", "do_ptr", "qk_ptr", "dok_ptr", "kk_ptr")
 OUT_PTRS = ("o_ptr", "dk_ptr", "dv_ptr", "dq_ptr")
 INT_PTRS = ("seg_start_ptr", "seg_end_ptr", "order_ptr")
@@ -35,6 +39,8 @@ def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16, warp
     fn = kernel.fn  # under the autotuner
     consts = dict(H_Q=heads, H_KV=heads, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
                   IS_FP8=fp8, QK_BF16=False, FP8_MMA=mma if fp8 else 0)
+    if name in DKDV_PARTS:
+        consts["PART"] = DKDV_PARTS[name]
     if fp8:
         consts.update({s: 1 for s in unit_strides})
     elif name == "fwd":
@@ -81,10 +87,10 @@ def main(argv=None):
     print(f"triton {triton.__version__}, sm_{args.arch}, D=128, {args.warps} warps, "
           f"{args.stages} stages, mxfp8 MMA mode {args.mma}")
     for name in KERNELS:
-        for fp8 in (False, True):
+        for fp8 in (True,) if name in ("dkdv_dv", "dkdv_dk") else (False, True):  # FP8-only
             s = summarize(compile_for(name, fp8, warps=args.warps, stages=args.stages,
                                       arch=args.arch, mma=mma))
-            print(f"{name:5} {'mxfp8' if fp8 else 'bf16 ':5} async copies {s['async copies']:3}, "
+            print(f"{name:7} {'mxfp8' if fp8 else 'bf16 ':5} async copies {s['async copies']:3}, "
                   f"wgmma {s['wgmma']:2}, tcgen05 mma {s['tcgen05 mma']:2} (scaled "
                   f"{s['scaled mma']:2}), shared {s['shared bytes']:6} B, synchronous tile "
                   f"loads: {', '.join(s['sync tile loads']) or '-'}")

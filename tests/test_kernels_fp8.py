@@ -88,8 +88,11 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("recipe,case", [("mxfp8", 0), ("mxfp8", 1), ("nvfp4_fp8", 0)])
-def test_fp8_kernel_matches_reference_recipe(recipe, case, poisoned):
+# dkdv: the default pair of dV-only and dK-only kernels, or the fused dK/dV kernel
+@pytest.mark.parametrize("recipe,case,dkdv", [("mxfp8", 0, "split"), ("mxfp8", 1, "split"),
+                                              ("nvfp4_fp8", 0, "split"), ("mxfp8", 0, "fused")])
+def test_fp8_kernel_matches_reference_recipe(recipe, case, dkdv, poisoned, monkeypatch):
+    monkeypatch.setenv("FLAMIA_FP8_DKDV", dkdv)
     lengths, hq, hkv, d = CASES[DEVICE][case]
     cu = _cu(lengths, DEVICE)
     q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=10 + case, device=DEVICE)
@@ -101,8 +104,10 @@ def test_fp8_kernel_matches_reference_recipe(recipe, case, poisoned):
         assert rel < TOL[DEVICE], f"{name}: relative difference {rel:.2e} to the reference recipe"
 
 
-@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4_fp8"])
-def test_fp8_kernel_does_not_leak(recipe):
+@pytest.mark.parametrize("recipe,dkdv", [("mxfp8", "split"), ("nvfp4_fp8", "split"),
+                                         ("mxfp8", "fused")])
+def test_fp8_kernel_does_not_leak(recipe, dkdv, monkeypatch):
+    monkeypatch.setenv("FLAMIA_FP8_DKDV", dkdv)
     total = 192 if DEVICE == "cpu" else 2048
     cu = adversarial_cu_seqlens(total, device=DEVICE)
     q, k, v, do = rand_qkvdo(total, 4, 2, 64, seed=12, device=DEVICE)
@@ -110,6 +115,16 @@ def test_fp8_kernel_does_not_leak(recipe):
     for r in res.values():
         assert r.n_compared > 0
         assert r.max_abs_delta == 0.0, str(r)
+
+
+def test_dkdv_mode_is_checked(monkeypatch):
+    monkeypatch.setenv("FLAMIA_FP8_DKDV", "split")
+    assert K.dkdv_parts(True) == (1, 2) and K.dkdv_parts(False) == (0,)
+    monkeypatch.setenv("FLAMIA_FP8_DKDV", "fused")
+    assert K.dkdv_parts(True) == (0,)
+    monkeypatch.setenv("FLAMIA_FP8_DKDV", "atomic")
+    with pytest.raises(ValueError, match="accepted"):
+        K.dkdv_parts(True)
 
 
 @pytest.mark.gpu

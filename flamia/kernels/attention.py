@@ -6,7 +6,7 @@ dK/dV kernel over key tiles (looping over the query tiles that see them and over
 heads of a GQA group, so no atomics) and a dQ kernel over query tiles.
 
 FP8 variants: Q, K, V, dO arrive quantized (kernels/quantize.py) with per-(token, head) scales,
-which factor out of S and dP (_qk_dot) and are folded into the in-register operands P', dS'
+which factor out of S and dP (_rhs_scaled_dot) and are folded into the in-register operands P', dS'
 before those are quantized per row of the tile (_quantized_row_dot). FP8_MMA selects how the
 E4M3 products run: Hopper's FP8 MMA (fast / precise accumulation) or block-scaled MMAs
 (tl.dot_scaled, Blackwell); see fp8_mma_mode.
@@ -150,34 +150,23 @@ def _mx_dot(a, sa, b, sb):
 
 
 @triton.jit
-def _qk_dot(a, sa, b, sb, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
-    """(a * sa[:, None]) @ (b * sb[None, :]) for the products whose operands carry per-token
-    scales constant along the contraction (S = Q K^T, dP = dO V^T and their transposes): E4M3
-    data (mxfp8; dO, V in both FP8 recipes) with the scales applied to the fp32 result as an
-    outer product (Hopper) or inside the MMA as E8M0 block scales (FP8_MMA == 2); bf16 data
-    (nvfp4_fp8's exact NVFP4 Q, K) through a bf16 MMA; bf16 recipe: no scales."""
+def _rhs_scaled_dot(a, b, sb, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
+    """a @ (b * sb[None, :]) in fp32 for the products whose operands carry per-token scales
+    constant along the contraction (S = Q K^T, dP = dO V^T and their transposes). The left
+    operand's per-token scale is a per-row factor of the result that the caller applies fused
+    with its next step (one FMA per element: logits y * c - m, see _fwd_tile). E4M3 data (mxfp8;
+    dO, V in both FP8 recipes): Hopper's FP8 MMA with sb applied to the fp32 result (exact: a
+    power of two), or sb inside the MMA as E8M0 block scales (FP8_MMA == 2); bf16 data
+    (nvfp4_fp8's exact NVFP4 Q, K): a bf16 MMA; bf16 recipe: no scales (sb unused)."""
     if IS_FP8 and not QK_BF16:
         if FP8_MMA == 2:
-            out = _mx_dot(a, sa, b, sb)
+            out = _mx_dot(a, tl.full((a.shape[0],), 1.0, tl.float32), b, sb)
         else:
-            out = _dot8(a, b, FP8_MMA) * (sa[:, None] * sb[None, :])
+            out = _dot8(a, b, FP8_MMA) * sb[None, :]
     elif IS_FP8:
-        out = _dot(a, b) * (sa[:, None] * sb[None, :])
+        out = _dot(a, b) * sb[None, :]
     else:
         out = _dot(a, b)
-    return out
-
-
-@triton.jit
-def _logits(a, sa, b, sb, qk_scale, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
-            FP8_MMA: tl.constexpr):
-    """Base-2 logits qk_scale * (a * sa) @ (b * sb)^T-style products (S = Q K^T and S^T). For
-    E4M3 Q, K on Hopper's FP8 MMA the per-token scales are powers of two, so qk_scale is folded
-    into sa first: the same IEEE result as scaling afterwards, one multiply per element fewer."""
-    if IS_FP8 and not QK_BF16 and FP8_MMA != 2:
-        out = _qk_dot(a, sa * qk_scale, b, sb, IS_FP8, QK_BF16, FP8_MMA)
-    else:
-        out = _qk_dot(a, sa, b, sb, IS_FP8, QK_BF16, FP8_MMA) * qk_scale
     return out
 
 
@@ -235,17 +224,22 @@ def _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
-    """(x * fold[None, :]) @ b with the left operand quantized in registers: E4M3 with one E8M0
-    scale per row over this tile's columns (the recipe's in-register group), the scale applied to
-    the fp32 result. ``fold`` is the per-token scale of b's tokens, folded in before quantization;
-    masked entries of x are exactly 0 and never enter a scale. B_IS_BF16: b holds bf16 values
-    (nvfp4_fp8's exact NVFP4 Q/K), so the E4M3 operand is widened to bf16 (exact) for a bf16 MMA."""
+def _quantize_rows(x, fold):
+    """x * fold[None, :] quantized in registers: E4M3 values (FP8 storage, see round_e4m3) with one
+    E8M0 scale per row over this tile's columns (the recipe's in-register group), returned as
+    (data, power-of-two scale). ``fold`` is the per-token scale of the other operand's tokens,
+    folded in before quantization; masked entries of x are exactly 0 and never enter a scale."""
     xf = x * fold[None, :]
     exp = e8m0_exponent(tl.max(tl.abs(xf), 1))
-    scale = pow2(exp)
     # Multiplying by the exact reciprocal 2^-exp is the same IEEE result as dividing by the scale.
-    a = round_e4m3(xf * pow2(-exp)[:, None])
+    return round_e4m3(xf * pow2(-exp)[:, None]), pow2(exp)
+
+
+@triton.jit
+def _row_scaled_dot(a, scale, b, B_IS_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
+    """(a * scale[:, None]) @ b for a row-quantized operand (_quantize_rows) with the row scale
+    applied to the fp32 result. B_IS_BF16: b holds bf16 values (nvfp4_fp8's exact NVFP4 Q/K), so
+    the E4M3 operand is widened to bf16 (exact) for a bf16 MMA."""
     if B_IS_BF16:
         out = _dot(a.to(tl.bfloat16), b) * scale[:, None]
     elif FP8_MMA == 2:  # the row scale as E8M0 block scales; b's own scale is folded: 1
@@ -255,34 +249,43 @@ def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr, FP8_MMA: tl.constexp
     return out
 
 
+@triton.jit
+def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
+    """(x * fold[None, :]) @ b with the left operand quantized in registers (_quantize_rows)."""
+    a, scale = _quantize_rows(x, fold)
+    return _row_scaled_dot(a, scale, b, B_IS_BF16, FP8_MMA)
+
+
 # ------------------------------------------------------------------------------------------
 # Forward
 # ------------------------------------------------------------------------------------------
 
 
 @triton.jit
-def _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m, seg_start_m,
-              start_n, stride_kt, stride_vt, qk_scale, total,
+def _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m, seg_start_m,
+              start_n, stride_kt, stride_vt, total,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
               QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     # Only masked (diagonal) tiles can reach past the last token.
     key_ok = offs_n < total  # used by masked tiles only
     k = _load(k_ptrs + tl.cast(start_n, tl.int64) * stride_kt, key_ok[None, :], 0.0, MASKED)
-    if IS_FP8:  # per-token scales factor out of S = Q K^T (see _qk_dot)
+    if IS_FP8:  # per-token scales factor out of S = Q K^T (see _rhs_scaled_dot)
         sk = _load(sk_ptrs + offs_n, key_ok, 1.0, MASKED)
     else:
         sk = None
-    x = _logits(q, sq, k, sk, qk_scale, IS_FP8, QK_BF16, FP8_MMA)  # base-2 logits
+    # Base-2 logits y * c_q[:, None]; c_q = sQ * softmax scale * log2(e) per query row.
+    y = _rhs_scaled_dot(q, k, sk, IS_FP8, QK_BF16, FP8_MMA)
     if MASKED:
         visible = (offs_n[None, :] >= seg_start_m[:, None]) & (offs_n[None, :] <= offs_m[:, None])
-        x = tl.where(visible, x, float("-inf"))
+        y = tl.where(visible, y, float("-inf"))
     # Integer running max: rescaling factors are exact powers of two (see module docstring).
-    m_new = tl.maximum(m_i, tl.math.ceil(tl.max(x, 1)))
+    # c_q > 0 and rounding is monotonic, so max(y) * c_q is exactly the row max of the logits.
+    m_new = tl.maximum(m_i, tl.math.ceil(tl.max(y, 1) * c_q))
     # A row with nothing visible yet keeps m = -inf; subtract 0 instead to avoid inf - inf.
     m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)
     alpha = tl.math.exp2(m_i - m_sub)
-    p = tl.math.exp2(x - m_sub[:, None])
+    p = tl.math.exp2(y * c_q[:, None] - m_sub[:, None])  # one FMA per element
     l_i = l_i * alpha + tl.sum(p, 1)
     if IS_FP8:  # V's token-major copy is zero-padded: no mask along its contiguous token axis
         v = tl.load(v_ptrs + tl.cast(start_n, tl.int64) * stride_vt)
@@ -316,10 +319,10 @@ def _attn_fwd_kernel(
     q_ptrs = (q_ptr + offs_m.to(tl.int64)[:, None] * stride_qt + head * stride_qh
               + offs_d[None, :])
     q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
-    if IS_FP8:
-        sq = tl.load(sq_ptr + head * stride_sqh + offs_m, mask=row_ok, other=1.0)
+    if IS_FP8:  # per-row factor of the logits (see _rhs_scaled_dot)
+        c_q = tl.load(sq_ptr + head * stride_sqh + offs_m, mask=row_ok, other=1.0) * qk_scale
     else:
-        sq = None
+        c_q = tl.full([BLOCK_M], qk_scale, tl.float32)
     k_base = k_ptr + kv_head * stride_kh + offs_d[:, None]
     # V is [T, Hkv, D] (bf16) or its transposed FP8 copy [Hkv, D, T] (stride_vt == 1): the FP8
     # MMA wants the token axis, P V's contraction, contiguous.
@@ -335,16 +338,16 @@ def _attn_fwd_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     for n in range(lo, full_lo):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
-                                  seg_start_m, n * BLOCK_N, stride_kt, stride_vt, qk_scale, total,
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
+                                  seg_start_m, n * BLOCK_N, stride_kt, stride_vt, total,
                                   BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_lo, full_hi):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
-                                  seg_start_m, n * BLOCK_N, stride_kt, stride_vt, qk_scale, total,
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
+                                  seg_start_m, n * BLOCK_N, stride_kt, stride_vt, total,
                                   BLOCK_N, False, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_hi, hi):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, sq, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
-                                  seg_start_m, n * BLOCK_N, stride_kt, stride_vt, qk_scale, total,
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
+                                  seg_start_m, n * BLOCK_N, stride_kt, stride_vt, total,
                                   BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
 
     o = acc / l_i[:, None]
@@ -385,11 +388,12 @@ def _attn_bwd_delta_kernel(o_ptr, do_ptr, sdo_ptr, delta_ptr, stride_ot, stride_
 
 
 @triton.jit
-def _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_ptrs, sdo_ptrs,
+def _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_ptrs, sdo_ptrs,
                lse_ptrs, delta_ptrs, offs_n, seg_end_n, start_m, stride_qt, stride_dot,
-               stride_qkt, stride_dokt, total, qk_scale,
+               stride_qkt, stride_dokt, total,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
-               QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
+               QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr, PART: tl.constexpr):
+    """One query tile's contribution to dK and dV (PART == 0), to dV only (1) or dK only (2)."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     row_ok = offs_m < total
     shift = tl.cast(start_m, tl.int64)
@@ -401,32 +405,43 @@ def _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_
     else:
         sq_m = None
         sdo_m = None
-    xT = _logits(k, sk_n, qT, sq_m, qk_scale, IS_FP8, QK_BF16, FP8_MMA)  # [BLOCK_N, BLOCK_M]
-    pT = tl.math.exp2(xT - lse[None, :])
+    # Base-2 logits S^T = yT * c_k[:, None] [BLOCK_N, BLOCK_M], c_k = sK * softmax scale * log2(e)
+    yT = _rhs_scaled_dot(k, qT, sq_m, IS_FP8, QK_BF16, FP8_MMA)
+    pT = tl.math.exp2(yT * c_k[:, None] - lse[None, :])
     if MASKED:
         visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_m[None, :] < seg_end_n[:, None])
         pT = tl.where(visible, pT, 0.0)
-    do = _load(do_ptrs + shift * stride_dot, row_ok[:, None], 0.0, MASKED)  # [BLOCK_M, D]
-    delta = _load(delta_ptrs + offs_m, row_ok, 0.0, MASKED)
-    dpT = _qk_dot(v, sv_n, tl.trans(do), sdo_m, IS_FP8, False, FP8_MMA)
-    if IS_FP8:
-        # dV = P^T dO over the query axis, rows quantized over this query tile; dO read from its
-        # token-contiguous copy (K-major for the MMA), zero-padded: no token-axis mask.
+    if IS_FP8 and PART == 1:  # dV = P'^T dO8, P'^T = P^T sdO quantized per row of this tile
+        # dO read from its token-contiguous copy (K-major for the MMA), zero-padded: no mask.
         do_k = tl.load(dok_ptrs + shift * stride_dokt)
         dv = dv + _quantized_row_dot(pT, sdo_m, do_k, False, FP8_MMA)
+    elif IS_FP8:
+        do = _load(do_ptrs + shift * stride_dot, row_ok[:, None], 0.0, MASKED)  # [BLOCK_M, D]
+        delta = _load(delta_ptrs + offs_m, row_ok, 0.0, MASKED)
+        # dP^T - delta = ydT * sV - delta, one FMA per element (sV: a power of two).
+        ydT = _rhs_scaled_dot(v, tl.trans(do), sdo_m, IS_FP8, False, FP8_MMA)
+        dsT = pT * (ydT * sv_n[:, None] - delta[None, :])
+        # dS'^T = dS^T sQ quantized per row; dK = dS'^T Q8 with Q's token-contiguous copy.
+        ds8, ds_scale = _quantize_rows(dsT, sq_m)
+        if PART == 0:
+            # P'^T is quantized before either MMA runs, so that only packed E4M3 bytes are live
+            # next to dK, dV and an MMA result (the fp32 tiles otherwise add spills).
+            p8, p_scale = _quantize_rows(pT, sdo_m)
+            do_k = tl.load(dok_ptrs + shift * stride_dokt)
+            dv = dv + _row_scaled_dot(p8, p_scale, do_k, False, FP8_MMA)
+        q_k = tl.load(qk_ptrs + shift * stride_qkt)
+        dk = dk + _row_scaled_dot(ds8, ds_scale, q_k, QK_BF16, FP8_MMA)
     else:
+        do = _load(do_ptrs + shift * stride_dot, row_ok[:, None], 0.0, MASKED)  # [BLOCK_M, D]
+        delta = _load(delta_ptrs + offs_m, row_ok, 0.0, MASKED)
         dv = _dot(_bf16(pT), do, dv)
-    dsT = pT * (dpT - delta[None, :])
-    if IS_FP8:  # dK = dS^T Q over the query axis
-        q_k = tl.load(qk_ptrs + shift * stride_qkt)  # zero-padded: no token-axis mask
-        dk = dk + _quantized_row_dot(dsT, sq_m, q_k, QK_BF16, FP8_MMA)
-    else:
-        dk = _dot(_bf16(dsT), tl.trans(qT), dk)
+        dpT_delta = _rhs_scaled_dot(v, tl.trans(do), None, IS_FP8, False, FP8_MMA) - delta[None, :]
+        dk = _dot(_bf16(pT * dpT_delta), tl.trans(qT), dk)
     return dk, dv
 
 
 @triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16",
-                                          "FP8_MMA"])
+                                          "FP8_MMA", "PART"])
 @triton.jit
 def _attn_bwd_dkdv_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, qk_ptr, dok_ptr, sq_ptr, sk_ptr, sv_ptr, sdo_ptr,
@@ -437,8 +452,9 @@ def _attn_bwd_dkdv_kernel(
     total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
-    FP8_MMA: tl.constexpr,
+    FP8_MMA: tl.constexpr, PART: tl.constexpr,
 ):
+    """dK and dV of one key tile (PART == 0), or only dV (1) or only dK (2): see dkdv_parts."""
     kv_head = tl.program_id(0)
     tile = tl.load(order_ptr + tl.program_id(1))
     start_n = tile * BLOCK_N
@@ -452,11 +468,11 @@ def _attn_bwd_dkdv_kernel(
                 + offs_d[None, :], mask=col_ok[:, None], other=0.0)
     v = tl.load(v_ptr + offs_n.to(tl.int64)[:, None] * stride_vt + kv_head * stride_vh
                 + offs_d[None, :], mask=col_ok[:, None], other=0.0)
-    if IS_FP8:
-        sk_n = tl.load(sk_ptr + kv_head * stride_skh + offs_n, mask=col_ok, other=1.0)
+    if IS_FP8:  # c_k: per-row factor of S^T (see _rhs_scaled_dot)
+        c_k = tl.load(sk_ptr + kv_head * stride_skh + offs_n, mask=col_ok, other=1.0) * qk_scale
         sv_n = tl.load(sv_ptr + kv_head * stride_skh + offs_n, mask=col_ok, other=1.0)
     else:
-        sk_n = None
+        c_k = tl.full([BLOCK_N], qk_scale, tl.float32)
         sv_n = None
 
     # Query-tile ranges: [lo, full_lo) diagonal tiles (masked), [full_lo, full_hi) unmasked,
@@ -486,26 +502,28 @@ def _attn_bwd_dkdv_kernel(
         lse_ptrs = lse_ptr + head * stride_lh
         delta_ptrs = delta_ptr + head * stride_lh
         for m in range(lo, full_lo):
-            dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
+            dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, qk_scale, BLOCK_M, True, IS_FP8, QK_BF16, FP8_MMA)
+                                total, BLOCK_M, True, IS_FP8, QK_BF16, FP8_MMA, PART)
         for m in range(full_lo, full_hi):
-            dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
+            dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, qk_scale, BLOCK_M, False, IS_FP8, QK_BF16, FP8_MMA)
+                                total, BLOCK_M, False, IS_FP8, QK_BF16, FP8_MMA, PART)
         for m in range(full_hi, hi):
-            dk, dv = _dkdv_tile(dk, dv, k, v, sk_n, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
+            dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, qk_scale, BLOCK_M, True, IS_FP8, QK_BF16, FP8_MMA)
+                                total, BLOCK_M, True, IS_FP8, QK_BF16, FP8_MMA, PART)
 
-    dk = dk * sm_scale
-    tl.store(dk_ptr + offs_n.to(tl.int64)[:, None] * stride_dkt + kv_head * stride_dkh
-             + offs_d[None, :], _bf16(dk), mask=col_ok[:, None])
-    tl.store(dv_ptr + offs_n.to(tl.int64)[:, None] * stride_dvt + kv_head * stride_dvh
-             + offs_d[None, :], _bf16(dv), mask=col_ok[:, None])
+    if PART != 1:
+        dk = dk * sm_scale
+        tl.store(dk_ptr + offs_n.to(tl.int64)[:, None] * stride_dkt + kv_head * stride_dkh
+                 + offs_d[None, :], _bf16(dk), mask=col_ok[:, None])
+    if PART != 2:
+        tl.store(dv_ptr + offs_n.to(tl.int64)[:, None] * stride_dvt + kv_head * stride_dvh
+                 + offs_d[None, :], _bf16(dv), mask=col_ok[:, None])
 
 
 # ------------------------------------------------------------------------------------------
@@ -514,8 +532,8 @@ def _attn_bwd_dkdv_kernel(
 
 
 @triton.jit
-def _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs, offs_m,
-             seg_start_m, start_n, stride_kt, stride_vt, stride_kkt, qk_scale, total,
+def _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs, offs_m,
+             seg_start_m, start_n, stride_kt, stride_vt, stride_kkt, total,
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
              QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
@@ -529,13 +547,17 @@ def _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, s
     else:
         sk = None
         sv = None
-    x = _logits(q, sq, kT, sk, qk_scale, IS_FP8, QK_BF16, FP8_MMA)
-    dp = _qk_dot(do, sdo, vT, sv, IS_FP8, False, FP8_MMA)
-    p = tl.math.exp2(x - lse[:, None])
+    # Base-2 logits y * c_q[:, None] and dP - delta as one FMA per element each (see _fwd_tile).
+    y = _rhs_scaled_dot(q, kT, sk, IS_FP8, QK_BF16, FP8_MMA)
+    yd = _rhs_scaled_dot(do, vT, sv, IS_FP8, False, FP8_MMA)
+    p = tl.math.exp2(y * c_q[:, None] - lse[:, None])
     if MASKED:
         visible = (offs_n[None, :] >= seg_start_m[:, None]) & (offs_n[None, :] <= offs_m[:, None])
         p = tl.where(visible, p, 0.0)
-    ds = p * (dp - delta[:, None])
+    if IS_FP8:  # dP = yd * sdO (a power of two: exact)
+        ds = p * (yd * sdo[:, None] - delta[:, None])
+    else:
+        ds = p * (yd - delta[:, None])
     if IS_FP8:  # dQ = dS K over the key axis; K read from its token-contiguous copy
         k_k = tl.load(kk_ptrs + shift * stride_kkt)  # zero-padded: no token-axis mask
         dq = dq + _quantized_row_dot(ds, sk, k_k, QK_BF16, FP8_MMA)
@@ -567,11 +589,11 @@ def _attn_bwd_dq_kernel(
                  mask=row_ok[:, None], other=0.0)
     lse = tl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
     delta = tl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
-    if IS_FP8:
-        sq = tl.load(sq_ptr + head * stride_sqh + offs_m, mask=row_ok, other=1.0)
+    if IS_FP8:  # c_q: per-row factor of the logits (see _rhs_scaled_dot)
+        c_q = tl.load(sq_ptr + head * stride_sqh + offs_m, mask=row_ok, other=1.0) * qk_scale
         sdo = tl.load(sdo_ptr + head * stride_sqh + offs_m, mask=row_ok, other=1.0)
     else:
-        sq = None
+        c_q = tl.full([BLOCK_M], qk_scale, tl.float32)
         sdo = None
     cols = tl.arange(0, BLOCK_N).to(tl.int64)
     k_ptrs = k_ptr + kv_head * stride_kh + offs_d[:, None] + cols[None, :] * stride_kt
@@ -585,17 +607,17 @@ def _attn_bwd_dq_kernel(
 
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     for n in range(lo, full_lo):
-        dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
+        dq = _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
-                      qk_scale, total, BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
+                      total, BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_lo, full_hi):
-        dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
+        dq = _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
-                      qk_scale, total, BLOCK_N, False, IS_FP8, QK_BF16, FP8_MMA)
+                      total, BLOCK_N, False, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_hi, hi):
-        dq = _dq_tile(dq, q, do, sq, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
+        dq = _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
-                      qk_scale, total, BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
+                      total, BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
     dq = dq * sm_scale
     tl.store(dq_ptr + rows64 * stride_dqt + head * stride_dqh + offs_d[None, :],
              _bf16(dq), mask=row_ok[:, None])
@@ -628,6 +650,23 @@ def fp8_mma_mode() -> int:
     if mode not in FP8_MMA_MODES:
         raise ValueError(f"FLAMIA_FP8_MMA={mode!r}; accepted: {FP8_MMA_MODES}")
     return FP8_MMA_MODES.index(mode)
+
+
+DKDV_MODES = ("split", "fused")
+
+
+def dkdv_parts(is_fp8: bool) -> tuple[int, ...]:
+    """The dK/dV kernel launches (PART values) of one backward. FP8 recipes run two kernels by
+    default, one for dV (S^T, P'^T and one MMA into dV) and one for dK (S^T, dP^T, dS'^T and one
+    MMA into dK): one accumulator each instead of two, at the price of recomputing S^T. In the
+    fused kernel the two fp32 accumulators, the S^T / dP^T tiles and the per-query vectors do
+    not fit in 255 registers and spill (bench/sass_report.py; Nsight Compute on the H200:
+    long-scoreboard stalls on local memory dominate it, bench/ncu_attention.py).
+    FLAMIA_FP8_DKDV=fused|split chooses (read at every launch); BF16 always runs one kernel."""
+    mode = os.environ.get("FLAMIA_FP8_DKDV", "split")
+    if mode not in DKDV_MODES:
+        raise ValueError(f"FLAMIA_FP8_DKDV={mode!r}; accepted: {DKDV_MODES}")
+    return (1, 2) if is_fp8 and mode == "split" else (0,)
 
 
 def _check_unit_d(*ts):
@@ -714,15 +753,16 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     qk_scale = softmax_scale * LOG2E
     fp8_mma = fp8_mma_mode() if is_fp8 else 0
     bm, bn = bwd_blocks(d)
-    _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
-        q, k, v, do_in, qt, dot, sq, sk, sv, sdo, lse, delta, dk, dv, seg_end, order_dkdv,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        do_in.stride(0), do_in.stride(1), *tcopy(qt), *tcopy(dot), *s_strides,
-        dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1), lse.stride(0),
-        total, qk_scale, softmax_scale,
-        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8, QK_BF16=qk_bf16,
-        FP8_MMA=fp8_mma,
-    )
+    for part in dkdv_parts(is_fp8):
+        _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
+            q, k, v, do_in, qt, dot, sq, sk, sv, sdo, lse, delta, dk, dv, seg_end, order_dkdv,
+            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+            do_in.stride(0), do_in.stride(1), *tcopy(qt), *tcopy(dot), *s_strides,
+            dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1), lse.stride(0),
+            total, qk_scale, softmax_scale,
+            H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8,
+            QK_BF16=qk_bf16, FP8_MMA=fp8_mma, PART=part,
+        )
     bm, bn = dq_blocks(d)
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
         q, k, v, do_in, kt, sq, sk, sv, sdo, lse, delta, dq, seg_start, order_dq,
