@@ -5,15 +5,20 @@
 
 Each recipe runs twice first (compile, autotune) outside the range; only the third call's kernels
 are profiled. The workload is bench.attention's (same lengths and inputs). After ncu has written
-a report (``--export``), ``--stalls REPORT`` prints, per kernel, the SASS instructions with the
-most warp-stall samples (the source page of the report; run where ncu is installed).
+a report (``--export``), ``--stalls REPORT`` prints, per kernel, the stall reasons, the
+instruction mix and the SASS lines with the most warp-stall samples (the report's source page;
+run where ncu is installed; ``--raw-dir`` keeps the pages, ``--csv-dir`` summarizes kept pages
+anywhere). Used by ``bash bench/h200_session.sh profile``.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import csv
 import io
+import os
+import re
 import subprocess
 
 import torch
@@ -47,41 +52,70 @@ def profile_step(recipes, dist="lognormal_1k", rows=4, L=8192, heads=16, d=128, 
     torch.cuda.cudart().cudaProfilerStop()
 
 
-def top_stalls(report: str, top: int = 25, raw_dir: str | None = None) -> str:
-    """Per profiled kernel, the SASS lines with the most warp-stall samples (ncu's source page)."""
-    out = []
-    for i in range(16):
-        text = subprocess.run(["ncu", "-i", report, "--page", "source", "--csv", "--print-source",
-                               "sass", "--launch-skip", str(i), "--launch-count", "1"],
-                              capture_output=True, text=True).stdout
-        if raw_dir:
-            with open(f"{raw_dir}/source_{i}.csv", "w") as f:
-                f.write(text)
-        lines = text.splitlines()
-        start = next((j for j, line in enumerate(lines) if "Source" in line and "Address" in line),
-                     None)
-        if start is None:
-            break
-        rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
-        head, body = rows[0], rows[1:]
-        col = next((j for j, h in enumerate(head) if h.startswith("Warp Stall Sampling (All")), None)
-        src = head.index("Source")
-        if col is None:
-            out.append(f"## kernel {i}: no stall column in {head[:10]}")
-            continue
+def source_page(report: str, index: int) -> str:
+    """ncu's source page (SASS, per-instruction counters and stall samples) of one profiled
+    kernel, as CSV text ('' past the last kernel)."""
+    return subprocess.run(["ncu", "-i", report, "--page", "source", "--csv", "--print-source",
+                           "sass", "--launch-skip", str(index), "--launch-count", "1"],
+                          capture_output=True, text=True).stdout
 
-        def samples(r):
-            try:
-                return float(r[col])
-            except (ValueError, IndexError):
-                return 0.0
 
-        total = sum(samples(r) for r in body) or 1.0
-        title = " ".join(lines[:start])[:160]
-        out.append(f"## kernel {i}: {int(total)} stall samples; {title}")
-        for r in sorted(body, key=samples, reverse=True)[:top]:
-            out.append(f"{100 * samples(r) / total:5.1f}%  {r[src][:100]}")
+def summarize_source(text: str, top: int = 25) -> str:
+    """Stall reasons, instruction mix and the most-stalled SASS lines of one source page."""
+    lines = text.splitlines()
+    start = next((j for j, line in enumerate(lines) if "Source" in line and "Address" in line),
+                 None)
+    if start is None:
+        return ""
+    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    head, body = rows[0], rows[1:]
+    col = {h: j for j, h in enumerate(head)}
+
+    def num(r, name):
+        try:
+            return float(r[col[name]])
+        except (ValueError, IndexError, KeyError):
+            return 0.0
+
+    samples_col = next(h for h in head if h.startswith("Warp Stall Sampling (All"))
+    reasons = [h for h in head if h.startswith("stall_") and "Not Issued" not in h]
+    total = sum(num(r, samples_col) for r in body) or 1.0
+    by_reason = collections.Counter({h[6:]: sum(num(r, h) for r in body) for h in reasons})
+    executed = collections.Counter()
+    for r in body:
+        op = re.sub(r"^@!?U?P\w+\s+", "", r[col["Source"]].strip()).split(" ")[0].split(".")[0]
+        executed[op] += num(r, "Instructions Executed")
+    n_exec = sum(executed.values()) or 1.0
+    name = lines[0].split(",")[1].strip('"') if lines and "," in lines[0] else "?"
+    out = [f"## {name}: {int(total)} stall samples, {n_exec:.3g} warp instructions executed",
+           "stall reasons: " + ", ".join(f"{k} {100 * v / total:.1f}%"
+                                         for k, v in by_reason.most_common(10)),
+           "instructions: " + ", ".join(f"{k} {100 * v / n_exec:.1f}%"
+                                        for k, v in executed.most_common(12))]
+    for r in sorted(body, key=lambda r: num(r, samples_col), reverse=True)[:top]:
+        out.append(f"{100 * num(r, samples_col) / total:5.1f}%  {r[col['Source']].strip()[:90]}")
     return "\n".join(out)
+
+
+def top_stalls(report: str | None = None, csv_dir: str | None = None, raw_dir: str | None = None,
+               top: int = 25) -> str:
+    """summarize_source for every kernel of an ncu report (or of source pages saved as
+    csv_dir/source_<i>.csv); raw_dir: also save each page there."""
+    out = []
+    for i in range(64):
+        if report:
+            text = source_page(report, i)
+        else:
+            path = os.path.join(csv_dir, f"source_{i}.csv")
+            text = open(path).read() if os.path.exists(path) else ""
+        if raw_dir and text:
+            with open(os.path.join(raw_dir, f"source_{i}.csv"), "w") as f:
+                f.write(text)
+        summary = summarize_source(text, top)
+        if not summary:
+            break
+        out.append(summary)
+    return "\n\n".join(out)
 
 
 def main(argv=None):
@@ -90,9 +124,10 @@ def main(argv=None):
     ap.add_argument("--dist", default="lognormal_1k")
     ap.add_argument("--stalls", metavar="REPORT", help="print the stall table of an ncu report")
     ap.add_argument("--raw-dir", help="with --stalls: also write each kernel's source page here")
+    ap.add_argument("--csv-dir", help="summarize source pages saved by --raw-dir instead")
     args = ap.parse_args(argv)
-    if args.stalls:
-        print(top_stalls(args.stalls, raw_dir=args.raw_dir))
+    if args.stalls or args.csv_dir:
+        print(top_stalls(args.stalls, args.csv_dir, args.raw_dir))
     else:
         profile_step(args.recipes, args.dist)
 
