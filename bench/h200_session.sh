@@ -4,7 +4,7 @@
 #   final: fp8 check, quick benchmark of three workloads with the profile, GPU tests (~6 min)
 #   train: 125M bf16 vs mxfp8 for a few hundred steps, comparison report (~8 min)
 #   bench: the full benchmark of DESIGN.md section 7 with the accuracy table (~5 min with
-#          FLAMIA_AUTOTUNE=8x2,8x3, 2026-12-03)
+#          FLAMIA_AUTOTUNE=8x3,4x3,4x2, 2026-12-03)
 #   sweep / mini: MXFP8 config sweep (bench/fp8_sweep.sh) and the token-major copy check
 #   last: GPU tests on the final tree and a quick benchmark of it (~4.5 min)
 #   profile: Nsight Compute (ncu) on the bf16 and mxfp8 kernels, stall reasons per SASS line
@@ -46,7 +46,7 @@ train)
   ;;
 final)  # fp8 check, quick benchmark with FP8 providers and profile, GPU tests (one 600 s call)
   FLAMIA_AUTOTUNE=0 step "fp8 check" 130 python -m bench.fp8_check 2>&1 | tee $OUT/fp8_check.log
-  FLAMIA_AUTOTUNE=8x2,8x3 step "bench" 280 python -m bench.attention --quick --profile \
+  FLAMIA_AUTOTUNE=8x3,4x3,4x2 step "bench" 280 python -m bench.attention --quick --profile \
     --dists one_doc lognormal_1k u32_1024 --out $OUT > $OUT/bench.log 2>&1
   grep -v Warn $OUT/bench.log | tail -45
   FLAMIA_AUTOTUNE=0 step "gpu tests" 110 python -m pytest -q -p no:cacheprovider \
@@ -70,7 +70,7 @@ last)  # GPU tiers on the final tree and a quick benchmark of it (~4.5 min)
   FLAMIA_AUTOTUNE=0 step "gpu tests" 130 python -m pytest -q -x -p no:cacheprovider \
     tests/test_kernels_fp8.py tests/test_kernels.py > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
-  FLAMIA_AUTOTUNE=8x2,8x3 step "bench" 130 python -m bench.attention --quick --profile --dists \
+  FLAMIA_AUTOTUNE=8x3,4x3,4x2 step "bench" 130 python -m bench.attention --quick --profile --dists \
     lognormal_1k one_doc --providers flamia-bf16 flamia-mxfp8 cudnn-thd --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|_quantize|_token_major)|^###" $OUT/bench.log | tail -40
   ;;

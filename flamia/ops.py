@@ -7,7 +7,8 @@
         fused quantizers inside; the forward also returns the quantized tensors it saves
         (data and scales of Q, K, V: about 0.64x the bytes the bf16 op saves, see
         bench/activation_memory.py)
-    flamia::batch_plan(cu_seqlens, total, head_dim): the per-batch scheduling tensors
+    flamia::batch_plan(cu_seqlens, total, head_dim, fp8): the per-batch scheduling tensors (the
+        FP8 kernels use other tile shapes than the BF16 ones, so their launch orders differ)
 
 The batch plan (per-token segment start/end and the tiles' launch orders) is derived from
 cu_seqlens on the device, without a host sync, once per batch: a model passes the same
@@ -63,7 +64,7 @@ def _longest_first(work):
 
 @torch.library.custom_op("flamia::batch_plan", mutates_args=())
 def _batch_plan_op(
-    cu_seqlens: torch.Tensor, total: int, head_dim: int
+    cu_seqlens: torch.Tensor, total: int, head_dim: int, fp8: bool
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """An opaque op, so that torch.compile treats the plan as one call (inductor need not lower
     searchsorted / stable argsort)."""
@@ -72,9 +73,9 @@ def _batch_plan_op(
     seg = torch.searchsorted(cu[1:], tokens, right=True)
     seg_start = cu[seg]
     seg_end = cu[seg + 1]
-    fm, fn = K.fwd_blocks(head_dim)
-    bm, bn = K.bwd_blocks(head_dim)
-    qm, qn = K.dq_blocks(head_dim)
+    fm, fn = K.fwd_blocks(head_dim, fp8)
+    bm, bn = K.bwd_blocks(head_dim, fp8)
+    qm, qn = K.dq_blocks(head_dim, fp8)
     return (
         seg_start.to(torch.int32),
         seg_end.to(torch.int32),
@@ -85,27 +86,32 @@ def _batch_plan_op(
 
 
 @_batch_plan_op.register_fake
-def _(cu_seqlens, total, head_dim):
+def _(cu_seqlens, total, head_dim, fp8):
     n_tiles = lambda block: -(-total // block)
     i32 = lambda n: cu_seqlens.new_empty((n,), dtype=torch.int32)
-    return (i32(total), i32(total), i32(n_tiles(K.fwd_blocks(head_dim)[0])),
-            i32(n_tiles(K.bwd_blocks(head_dim)[1])), i32(n_tiles(K.dq_blocks(head_dim)[0])))
+    return (i32(total), i32(total), i32(n_tiles(K.fwd_blocks(head_dim, fp8)[0])),
+            i32(n_tiles(K.bwd_blocks(head_dim, fp8)[1])),
+            i32(n_tiles(K.dq_blocks(head_dim, fp8)[0])))
 
 
-def batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int) -> BatchPlan:
-    return BatchPlan(*_batch_plan_op(cu_seqlens, total, head_dim))
+def batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int,
+               fp8: bool = False) -> BatchPlan:
+    """The plan for the BF16 kernels, or for the FP8 kernels (fp8=True)."""
+    return BatchPlan(*_batch_plan_op(cu_seqlens, total, head_dim, fp8))
 
 
 _plans = TensorCache()
 
 
-def cached_batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int) -> BatchPlan:
+def cached_batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int,
+                      fp8: bool = False) -> BatchPlan:
     """``batch_plan``, once per cu_seqlens tensor (see flamia._tensor_cache)."""
     if torch.compiler.is_compiling():
-        return batch_plan(cu_seqlens, total, head_dim)
-    plan = _plans.get(cu_seqlens, (total, head_dim))
+        return batch_plan(cu_seqlens, total, head_dim, fp8)
+    key = (total, head_dim, fp8)
+    plan = _plans.get(cu_seqlens, key)
     if plan is None:
-        plan = _plans.put(cu_seqlens, (total, head_dim), batch_plan(cu_seqlens, total, head_dim))
+        plan = _plans.put(cu_seqlens, key, batch_plan(cu_seqlens, total, head_dim, fp8))
     return plan
 
 
@@ -261,7 +267,7 @@ def triton_attention(q, k, v, cu_seqlens, max_seqlen, recipe, softmax_scale):
     _check_recipe(recipe)
     total, _, d = q.shape
     scale = float(softmax_scale) if softmax_scale is not None else d**-0.5
-    plan = cached_batch_plan(cu_seqlens, total, d)
+    plan = cached_batch_plan(cu_seqlens, total, d, recipe in FP8_RECIPES)
     args = (q, k, v, plan.seg_start, plan.seg_end, plan.order_fwd, plan.order_dkdv,
             plan.order_dq, scale, recipe)
     if recipe in FP8_RECIPES:

@@ -143,7 +143,7 @@ def test_mxfp8_opcheck():
     total, d = 64, 64
     cu = _cu([20, 44], DEVICE)
     q, k, v, _ = rand_qkvdo(total, 4, 2, d, seed=13, device=DEVICE)
-    plan = batch_plan(cu, total, d)
+    plan = batch_plan(cu, total, d, fp8=True)
     args = (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), plan.seg_start,
             plan.seg_end, plan.order_fwd, plan.order_dkdv, plan.order_dq, d**-0.5, "mxfp8")
     checks = ("test_schema", "test_autograd_registration", "test_faketensor",

@@ -61,37 +61,47 @@ IS_INTERPRETER = tl.constexpr(INTERPRET)
 # Tile configs
 # ------------------------------------------------------------------------------------------
 
-# Tile sizes are fixed per head dim (the launch order is built for them); autotuning picks warps
-# and pipeline depth. Sizes follow the Triton fused-attention tutorial's Hopper choices for the
-# forward (128 x 64 / 128 x 128) and FA2's backward split, and were checked on the H200
-# (bench/attention.py).
-FWD_BLOCKS = {64: (128, 64), 128: (128, 64)}
-BWD_BLOCKS = {64: (64, 128), 128: (64, 128)}  # (BLOCK_M over queries, BLOCK_N over keys)
-DQ_BLOCKS = {64: (128, 64), 128: (128, 64)}
+# Tile sizes are fixed per kernel family and head dim (the launch order is built for them);
+# autotuning picks warps and pipeline depth. BF16: the Triton fused-attention tutorial's Hopper
+# choices for the forward (128 x 64) and FA2's backward split, checked on the H200
+# (bench/results/tile_sweep_20261202_H200.txt). FP8: 64 x 64 tiles everywhere, so that a 4-warp
+# program fits and several run per SM (lognormal 1k, D=128: fwd+bwd 5.06 ms against 5.59 ms with
+# the BF16 shapes, bench/results/fp8_sweep_20261203-1400_H200.txt). The FP8 tiles' in-register
+# axis (forward and dQ BLOCK_N, dK/dV BLOCK_M) is the recipe's 64-token group.
+BLOCKS = {  # (kernel, fp8) -> {head_dim: (BLOCK_M over queries, BLOCK_N over keys)}
+    ("fwd", False): {64: (128, 64), 128: (128, 64)},
+    ("dkdv", False): {64: (64, 128), 128: (64, 128)},
+    ("dq", False): {64: (128, 64), 128: (128, 64)},
+    ("fwd", True): {64: (64, 64), 128: (64, 64)},
+    ("dkdv", True): {64: (64, 64), 128: (64, 64)},
+    ("dq", True): {64: (64, 64), 128: (64, 64)},
+}
+BLOCKS_ENV = {"fwd": "FLAMIA_FWD_BLOCKS", "dkdv": "FLAMIA_BWD_BLOCKS", "dq": "FLAMIA_DQ_BLOCKS"}
 INTERPRET_BLOCKS = (32, 32)
 
 
-def _blocks(table: dict, d: int, env: str) -> tuple[int, int]:
-    """Tile shape for head dim d; FLAMIA_<KERNEL>_BLOCKS="M,N" overrides it (tile sweeps)."""
+def _blocks(kernel: str, d: int, fp8: bool) -> tuple[int, int]:
+    """Tile shape of a kernel for head dim d; FLAMIA_{FWD,BWD,DQ}_BLOCKS="M,N" overrides it for
+    both families (tile sweeps)."""
     if INTERPRET:
         return INTERPRET_BLOCKS
-    override = os.environ.get(env)
+    override = os.environ.get(BLOCKS_ENV[kernel])
     if override:
         m, n = (int(x) for x in override.split(","))
         return m, n
-    return table[d]
+    return BLOCKS[(kernel, fp8)][d]
 
 
-def fwd_blocks(d: int) -> tuple[int, int]:
-    return _blocks(FWD_BLOCKS, d, "FLAMIA_FWD_BLOCKS")
+def fwd_blocks(d: int, fp8: bool = False) -> tuple[int, int]:
+    return _blocks("fwd", d, fp8)
 
 
-def bwd_blocks(d: int) -> tuple[int, int]:
-    return _blocks(BWD_BLOCKS, d, "FLAMIA_BWD_BLOCKS")
+def bwd_blocks(d: int, fp8: bool = False) -> tuple[int, int]:
+    return _blocks("dkdv", d, fp8)
 
 
-def dq_blocks(d: int) -> tuple[int, int]:
-    return _blocks(DQ_BLOCKS, d, "FLAMIA_DQ_BLOCKS")
+def dq_blocks(d: int, fp8: bool = False) -> tuple[int, int]:
+    return _blocks("dq", d, fp8)
 
 
 def _configs(warps=(4, 8), stages=(2, 3)):
@@ -676,7 +686,7 @@ def _check_unit_d(*ts):
 
 def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
     """O [T, Hq, D] bf16 and lse2 [Hq, T] float32. ``order_fwd``: launch order of the query tiles
-    of size ``fwd_blocks(D)[0]``.
+    of size ``fwd_blocks(D, fp8 is not None)[0]``.
 
     BF16: q, k, v bf16 [T, H, D]. FP8 (``fp8`` given): q, k are the E4M3 tensors [T, H, D], and
     ``fp8`` = {"sq", "sk", "sv": scales [H, T], "vt": V's token-contiguous copy [Hkv, D, T_pad],
@@ -685,7 +695,7 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
     _check_unit_d(q, k)
     total, hq, d = q.shape
     hkv = k.shape[1]
-    block_m, block_n = fwd_blocks(d)
+    block_m, block_n = fwd_blocks(d, fp8 is not None)
     o = empty((total, hq, d), dtype=torch.bfloat16, device=q.device)
     lse = empty((hq, total), dtype=torch.float32, device=q.device)
     if fp8 is None:
@@ -752,7 +762,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         s_strides = (0, 0)
     qk_scale = softmax_scale * LOG2E
     fp8_mma = fp8_mma_mode() if is_fp8 else 0
-    bm, bn = bwd_blocks(d)
+    bm, bn = bwd_blocks(d, is_fp8)
     for part in dkdv_parts(is_fp8):
         _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
             q, k, v, do_in, qt, dot, sq, sk, sv, sdo, lse, delta, dk, dv, seg_end, order_dkdv,
@@ -763,7 +773,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8,
             QK_BF16=qk_bf16, FP8_MMA=fp8_mma, PART=part,
         )
-    bm, bn = dq_blocks(d)
+    bm, bn = dq_blocks(d, is_fp8)
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
         q, k, v, do_in, kt, sq, sk, sv, sdo, lse, delta, dq, seg_start, order_dq,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
