@@ -127,3 +127,13 @@ def test_opcheck_and_compile():
     compiled_grads = torch.autograd.grad(compiled(q, k, v, cu), (q, k, v))
     for a, b in zip(eager_grads, compiled_grads):
         assert torch.equal(a, b)
+
+
+def test_autotune_config_strings():
+    """FLAMIA_AUTOTUNE items: warps x stages, optionally a register cap; anything else is refused."""
+    c = K._parse_config("4x3r168")
+    assert (c.num_warps, c.num_stages, c.maxnreg) == (4, 3, 168)
+    c = K._parse_config("8x2")
+    assert (c.num_warps, c.num_stages, c.maxnreg) == (8, 2, None)
+    with pytest.raises(ValueError, match="accepted"):
+        K._parse_config("8y2")

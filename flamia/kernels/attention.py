@@ -40,6 +40,7 @@ and compiled for sm_90 only.
 from __future__ import annotations
 
 import os
+import re
 
 import torch
 import triton
@@ -112,10 +113,19 @@ def _configs(warps=(4, 8), stages=(2, 3)):
     choice = os.environ.get("FLAMIA_AUTOTUNE", "")
     if choice == "0":  # correctness runs: skip the sweep's compiles
         return [triton.Config({}, num_warps=8, num_stages=2)]
-    if choice:  # an explicit sweep, e.g. "8x2,8x3" (warps x stages): shorter GPU sessions
-        pairs = [tuple(int(n) for n in item.split("x")) for item in choice.split(",")]
-        return [triton.Config({}, num_warps=w, num_stages=s) for w, s in pairs]
+    if choice:  # an explicit sweep: shorter GPU sessions and register-cap experiments
+        return [_parse_config(item) for item in choice.split(",")]
     return [triton.Config({}, num_warps=w, num_stages=s) for w in warps for s in stages]
+
+
+def _parse_config(item: str) -> triton.Config:
+    """"WxS" (warps x stages) or "WxSrR" (and at most R registers per thread: ptxas's cap, so that
+    more programs fit on an SM at the price of spills), e.g. "8x3" or "4x3r168"."""
+    m = re.fullmatch(r"(\d+)x(\d+)(?:r(\d+))?", item.strip())
+    if m is None:
+        raise ValueError(f"FLAMIA_AUTOTUNE item {item!r}; accepted: WxS or WxSrR, e.g. 8x3, 4x3r168")
+    warps, stages, regs = (int(g) if g else None for g in m.groups())
+    return triton.Config({}, num_warps=warps, num_stages=stages, maxnreg=regs)
 
 
 @triton.jit
