@@ -8,9 +8,9 @@
 #   sweep / mini: MXFP8 config sweep (bench/fp8_sweep.sh) and the token-major copy check
 #   last: GPU tests on the final tree and a quick benchmark of it (~4.5 min)
 #   profile: Nsight Compute (ncu) on the bf16 and mxfp8 kernels, stall reasons per SASS line
-# Measured 2026-12-03: final, sweep, bench. Next session, first: last (GPU tests and timing of
-# the unmasked-tile loads, which ran only in the interpreter), then FP8 dK/dV overlap work
-# (README, Performance).
+# Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
+# machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
+# FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
 #
 # Prepare here (CPU machine), once:
 #   ../shared/device/wheels.sh               # torchtitan + deps as wheels in .whl/

@@ -3,7 +3,9 @@ through the IS_FP8 constexpr variants, the FP8 recipes (mxfp8, nvfp4_fp8).
 
 Algorithm: FlashAttention-2. Forward: online softmax over key tiles, LSE saved. Backward: a
 dK/dV kernel over key tiles (looping over the query tiles that see them and over the query
-heads of a GQA group, so no atomics) and a dQ kernel over query tiles.
+heads of a GQA group, so no atomics) and a dQ kernel over query tiles. The FP8 recipes run the
+dK/dV kernel twice by default, as a dV-only and a dK-only kernel (PART, see dkdv_parts): with
+both fp32 accumulators the FP8 kernel spills.
 
 FP8 variants: Q, K, V, dO arrive quantized (kernels/quantize.py) with per-(token, head) scales,
 which factor out of S and dP (_rhs_scaled_dot) and are folded into the in-register operands P', dS'
@@ -32,9 +34,8 @@ Softmax convention (shared with flamia.reference): base-2 logits, the running ma
 rounded up to an integer, so rescaling is by exact powers of two.
 
 Verified: interpreter tier (tests/test_kernels.py, tests/test_kernels_fp8.py) on CPU; GPU tier
-on the H200 (sm_90) with triton 3.6 (bench/attention.py, bench/fp8_check.py, tests marked gpu),
-last on 2026-12-03 at d6297d9: the later unmasked-tile loads (_load) have run in the interpreter
-and compiled for sm_90 only.
+on the H200 (sm_90) with triton 3.6 (bench/attention.py, tests/test_kernels_fp8.py and
+tests/test_api.py, both dK/dV modes), last on 2026-12-03 at 67cedb7.
 """
 
 from __future__ import annotations
