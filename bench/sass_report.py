@@ -3,12 +3,18 @@ sm_90 on any machine (no GPU needed), with the ptxas and cuobjdump that triton b
 
     python -m bench.sass_report [--kernels fwd dq dkdv] [--warps 8] [--stages 2]
 
-What it measures is instruction issue and register pressure, not time: on the H200 (2026-12-03)
-the FP8 inner loops lost 20-25% of their instructions with hardly any change in kernel time (they
-are latency-bound; see README, Performance). Times come from bench/attention.py on the GPU. A loop is a backward branch; each kernel has three (masked boundary tiles, unmasked
-tiles, masked diagonal tiles), the middle one carries most of the work. Tile shapes and compile
-hints are bench/ir_report.py's (the launchers' defaults). The local triton may differ from the
-GPU image's.
+What it measures is instruction issue and register pressure, not time; times come from
+bench/attention.py on the GPU. A loop is a backward branch; each kernel has three (masked
+boundary tiles, unmasked tiles, masked diagonal tiles), the middle one carries most of the work.
+Kernels: fwd, dq, dkdv (BF16's and FP8's fused dK/dV) and FP8's dkdv_dv / dkdv_dk parts (the
+default FP8 backward). Tile shapes and compile hints are bench/ir_report.py's (the BF16
+launchers' shapes; the FP8 launchers use 64 x 64 tiles: FLAMIA_*_BLOCKS do not apply here).
+
+Use the GPU image's triton to judge the GPU's code: the local 3.9 and the H200's 3.6 compile
+these kernels differently (2026-12-03: the FP8 dK/dV kernel spills 2.2 KB per thread with 3.6,
+1.2 KB with 3.9):
+    pip install --no-deps --target /tmp/t36 triton==3.6.0
+    PYTHONPATH=/tmp/t36:$PWD python -m bench.sass_report
 """
 
 from __future__ import annotations
