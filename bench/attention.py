@@ -398,7 +398,29 @@ def environment() -> dict:
         env["git_uncommitted_changes"] = bool(git("status", "--porcelain", "--untracked-files=no"))
     except OSError:
         pass
+    # The git metadata of a copied tree can be stale (2026-12-03: the device copy reported the
+    # session's first commit); this hash of the code that ran can be checked against any commit
+    # with ``python -m bench.attention --source-hash``.
+    env["source_sha256"] = source_hash()
     return env
+
+
+def source_hash() -> str:
+    """sha256 over the paths and contents of flamia/**/*.py and bench/*.py (the kernels, their
+    launchers and this harness), first 16 hex digits."""
+    import hashlib
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digest = hashlib.sha256()
+    for folder in ("flamia", "bench"):
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, folder)):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and d != "results")
+            for name in sorted(f for f in filenames if f.endswith(".py")):
+                path = os.path.join(dirpath, name)
+                digest.update(os.path.relpath(path, root).encode() + b"\0")
+                with open(path, "rb") as f:
+                    digest.update(f.read() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile=False):
@@ -494,7 +516,12 @@ def main(argv=None):
                     help="with --quick: these distributions (B=4, L=8k, Hq=Hkv=16, D=128)")
     ap.add_argument("--profile", action="store_true",
                     help="also record each flamia provider's GPU time per kernel (torch.profiler)")
+    ap.add_argument("--source-hash", action="store_true",
+                    help="print this tree's source_sha256 (as recorded in results) and exit")
     args = ap.parse_args(argv)
+    if args.source_hash:
+        print(source_hash())
+        return
     if not torch.cuda.is_available():
         sys.exit("bench/attention.py needs a CUDA GPU")
     # (distribution, rows, L, Hq, Hkv, D)

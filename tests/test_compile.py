@@ -66,3 +66,14 @@ def test_sass_report_reads_the_inner_loops():
         assert len(loops) == 3, out
         mma = [int(re.search(r"\((\d+),", line).group(1)) for line in loops]
         assert mma == [12 if recipe == "bf16 " else 6] * 3, out
+
+
+def test_benchmark_records_a_hash_of_the_code_that_ran():
+    """bench/attention.py stores source_sha256 with every result: the device copy's git metadata
+    can be stale, this hash identifies the tree (``python -m bench.attention --source-hash``)."""
+    from bench.attention import source_hash
+
+    h = source_hash()
+    assert re.fullmatch(r"[0-9a-f]{16}", h) and h == source_hash()
+    out = _bench("bench.attention", "--source-hash").stdout.strip()
+    assert out == h
