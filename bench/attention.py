@@ -423,8 +423,8 @@ def source_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile=False):
-    """All providers on one workload: same inputs, checked, then timed."""
+def workload_inputs(dist, rows, L, hq, hkv, d, seed=0):
+    """Segment lengths, q, k, v (requiring grad), dO and cu_seqlens of one workload, on the GPU."""
     lengths = packed_lengths(dist, rows, L, seed)
     total = rows * L
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -432,6 +432,13 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
     q, k, v, do = mk(hq).requires_grad_(), mk(hkv).requires_grad_(), mk(hkv).requires_grad_(), mk(hq)
     cu = torch.zeros(len(lengths) + 1, dtype=torch.int32, device="cuda")
     cu[1:] = torch.cumsum(torch.tensor(lengths, device="cuda"), 0)
+    return lengths, q, k, v, do, cu
+
+
+def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile=False):
+    """All providers on one workload: same inputs, checked, then timed."""
+    lengths, q, k, v, do, cu = workload_inputs(dist, rows, L, hq, hkv, d, seed)
+    total = rows * L
     ref = segment_reference(q, k, v, do, lengths)
     flops = causal_flops(lengths, hq, d)
     results = []

@@ -83,8 +83,7 @@ profile)  # Nsight Compute on flamia's bf16 and mxfp8 kernels: stall reasons, pi
     --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active' \
     --export /tmp/attn --force-overwrite python -m bench.ncu_attention --recipes bf16 mxfp8 \
     > $OUT/ncu.txt 2>&1
-  grep -E "^  _attn|Duration|Registers Per Thread|Achieved Occupancy|Issue Slots Busy|Warp Cycles Per Issued|stalled_(long|math|wait|barrier|mio|lg|short|no_inst|dispatch|branch|not_sel|selected|sleep|tex|drain|membar|misc|imc)" \
-    $OUT/ncu.txt | head -150
+  tail -12 $OUT/ncu.txt  # with --export ncu prints only its progress; the report is read below
   mkdir -p /tmp/ncu_src
   PATH=$(dirname $ncu_bin):$PATH step "stalls" 120 python -m bench.ncu_attention \
     --stalls /tmp/attn.ncu-rep --raw-dir /tmp/ncu_src > $OUT/stalls.txt 2>&1

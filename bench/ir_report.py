@@ -28,6 +28,11 @@ KERNELS = {
 # recipes' default pair of a dV-only and a dK-only kernel.
 DKDV_PARTS = {"dkdv": 0, "dkdv_dv": 1, "dkdv_dk": 2}
 KERNELS.update({name: KERNELS["dkdv"] for name in DKDV_PARTS if name != "dkdv"})
+
+
+def fp8_variants(name: str) -> tuple[bool, ...]:
+    """The IS_FP8 variants a report compiles for a kernel name: the dK/dV parts are FP8-only."""
+    return (True,) if DKDV_PARTS.get(name, 0) else (False, True)
 DATA_PTRS = ("q_ptr", "k_ptr", "v_ptr", "do_ptr", "qk_ptr", "dok_ptr", "kk_ptr")
 OUT_PTRS = ("o_ptr", "dk_ptr", "dv_ptr", "dq_ptr")
 INT_PTRS = ("seg_start_ptr", "seg_end_ptr", "order_ptr")
@@ -87,7 +92,7 @@ def main(argv=None):
     print(f"triton {triton.__version__}, sm_{args.arch}, D=128, {args.warps} warps, "
           f"{args.stages} stages, mxfp8 MMA mode {args.mma}")
     for name in KERNELS:
-        for fp8 in (True,) if name in ("dkdv_dv", "dkdv_dk") else (False, True):  # FP8-only
+        for fp8 in fp8_variants(name):
             s = summarize(compile_for(name, fp8, warps=args.warps, stages=args.stages,
                                       arch=args.arch, mma=mma))
             print(f"{name:7} {'mxfp8' if fp8 else 'bf16 ':5} async copies {s['async copies']:3}, "

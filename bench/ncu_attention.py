@@ -24,18 +24,11 @@ import subprocess
 import torch
 
 import flamia
-from bench.attention import packed_lengths
+from bench.attention import workload_inputs
 
 
 def profile_step(recipes, dist="lognormal_1k", rows=4, L=8192, heads=16, d=128, seed=0):
-    lengths = packed_lengths(dist, rows, L, seed)
-    total = rows * L
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    mk = lambda: torch.randn(total, heads, d, device="cuda", dtype=torch.bfloat16, generator=gen)
-    q, k, v = (mk().requires_grad_() for _ in range(3))
-    do = mk()
-    cu = torch.zeros(len(lengths) + 1, dtype=torch.int32, device="cuda")
-    cu[1:] = torch.cumsum(torch.tensor(lengths, device="cuda"), 0)
+    lengths, q, k, v, do, cu = workload_inputs(dist, rows, L, heads, heads, d, seed)
 
     def step(recipe):
         o = flamia.attention(q, k, v, cu, max(lengths), recipe=recipe, impl="triton")

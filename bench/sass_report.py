@@ -29,7 +29,7 @@ import tempfile
 from triton.backends.nvidia.compiler import get_ptxas
 from triton import knobs
 
-from bench.ir_report import KERNELS, compile_for
+from bench.ir_report import KERNELS, compile_for, fp8_variants
 
 CLASSES = {  # opcode prefix -> column
     "QGMMA": "mma", "HGMMA": "mma", "FMUL": "fmul", "FFMA": "ffma", "FADD": "fadd",
@@ -83,7 +83,7 @@ def main(argv=None):
     print(f"sm_90, D=128, {args.warps} warps, {args.stages} stages; per loop: instructions "
           f"({', '.join(cols)})")
     for name in args.kernels:
-        for fp8 in (True,) if name in ("dkdv_dv", "dkdv_dk") else (False, True):  # FP8-only
+        for fp8 in fp8_variants(name):
             c = compile_for(name, fp8, warps=args.warps, stages=args.stages)
             print(f"{name:7} {'mxfp8' if fp8 else 'bf16 '}: {registers_and_spills(c.asm['ptx'])}")
             for i, (n, ops) in enumerate(sass_loops(c.asm["cubin"])):

@@ -432,13 +432,14 @@ def _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_p
     if MASKED:
         visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_m[None, :] < seg_end_n[:, None])
         pT = tl.where(visible, pT, 0.0)
+    # dO and delta feed dP^T (unused, and not loaded, by the dV-only FP8 kernel)
+    do = _load(do_ptrs + shift * stride_dot, row_ok[:, None], 0.0, MASKED)  # [BLOCK_M, D]
+    delta = _load(delta_ptrs + offs_m, row_ok, 0.0, MASKED)
     if IS_FP8 and PART == 1:  # dV = P'^T dO8, P'^T = P^T sdO quantized per row of this tile
         # dO read from its token-contiguous copy (K-major for the MMA), zero-padded: no mask.
         do_k = tl.load(dok_ptrs + shift * stride_dokt)
         dv = dv + _quantized_row_dot(pT, sdo_m, do_k, False, FP8_MMA)
     elif IS_FP8:
-        do = _load(do_ptrs + shift * stride_dot, row_ok[:, None], 0.0, MASKED)  # [BLOCK_M, D]
-        delta = _load(delta_ptrs + offs_m, row_ok, 0.0, MASKED)
         # dP^T - delta = ydT * sV - delta, one FMA per element (sV: a power of two).
         ydT = _rhs_scaled_dot(v, tl.trans(do), sdo_m, IS_FP8, False, FP8_MMA)
         dsT = pT * (ydT * sv_n[:, None] - delta[None, :])
@@ -453,8 +454,6 @@ def _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_p
         q_k = tl.load(qk_ptrs + shift * stride_qkt)
         dk = dk + _row_scaled_dot(ds8, ds_scale, q_k, QK_BF16, FP8_MMA)
     else:
-        do = _load(do_ptrs + shift * stride_dot, row_ok[:, None], 0.0, MASKED)  # [BLOCK_M, D]
-        delta = _load(delta_ptrs + offs_m, row_ok, 0.0, MASKED)
         dv = _dot(_bf16(pT), do, dv)
         dpT_delta = _rhs_scaled_dot(v, tl.trans(do), None, IS_FP8, False, FP8_MMA) - delta[None, :]
         dk = _dot(_bf16(pT * dpT_delta), tl.trans(qT), dk)
