@@ -21,8 +21,9 @@ Providers:
     cudnn-dense  SDPA with SDPBackend.CUDNN_ATTENTION, is_causal=True: only valid, and only run,
                  on workloads of one document per row
     cudnn-thd    cuDNN's ragged (THD) SDPA forward/backward through nvidia-cudnn-frontend (wheel
-                 from ../shared/device/wheels.sh); written 2026-12-03 without GPU time, first run
-                 pending: a failure is reported in its row, the other providers still run
+                 from ../shared/device/wheels.sh; checked against the float32 reference like
+                 every provider, on the H200 since 2026-12-03); a failure is reported in its
+                 row, the other providers still run
 
 Writes <out>/attention_<date>_<gpu>.json and .md with GPU, versions and date; prints the table.
 """

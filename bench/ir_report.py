@@ -19,10 +19,10 @@ from triton.backends.compiler import GPUTarget
 
 from flamia.kernels import attention as K
 
-KERNELS = {
-    "fwd": (K._attn_fwd_kernel, (128, 64), {"stride_vt"}),
-    "dkdv": (K._attn_bwd_dkdv_kernel, (64, 128), {"stride_qkt", "stride_dokt"}),
-    "dq": (K._attn_bwd_dq_kernel, (128, 64), {"stride_kkt"}),
+KERNELS = {  # name -> (kernel, its tile table entry in flamia.kernels.attention, unit strides)
+    "fwd": (K._attn_fwd_kernel, "fwd", {"stride_vt"}),
+    "dkdv": (K._attn_bwd_dkdv_kernel, "dkdv", {"stride_qkt", "stride_dokt"}),
+    "dq": (K._attn_bwd_dq_kernel, "dq", {"stride_kkt"}),
 }
 # dK/dV launches (PART, see flamia.kernels.attention.dkdv_parts): one fused kernel, or the FP8
 # recipes' default pair of a dV-only and a dK-only kernel.
@@ -38,9 +38,14 @@ OUT_PTRS = ("o_ptr", "dk_ptr", "dv_ptr", "dq_ptr")
 INT_PTRS = ("seg_start_ptr", "seg_end_ptr", "order_ptr")
 
 
-def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16, warps: int = 8,
-                stages: int = 2, arch: int = 90, mma: int = 0):
-    kernel, (block_m, block_n), unit_strides = KERNELS[name]
+def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16,
+                warps: int | None = None, stages: int = 2, arch: int = 90, mma: int = 0,
+                maxnreg: int | None = None):
+    kernel, family, unit_strides = KERNELS[name]
+    if warps is None:  # the H200 autotuner's usual picks (bench/results/autotune_20261203-1404)
+        warps = 4 if fp8 else 8
+    # The launchers' tile shape for this family and recipe (FLAMIA_*_BLOCKS overrides it).
+    block_m, block_n = K._blocks(family, head_dim, fp8, mma)
     fn = kernel.fn  # under the autotuner
     consts = dict(H_Q=heads, H_KV=heads, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
                   IS_FP8=fp8, QK_BF16=False, FP8_MMA=mma if fp8 else 0)
@@ -66,7 +71,7 @@ def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16, warp
                 attrs[(i,)] = [["tt.divisibility", 16]]
     src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                          options={"num_warps": warps, "num_stages": stages})
+                          options={"num_warps": warps, "num_stages": stages, "maxnreg": maxnreg})
 
 
 def summarize(compiled) -> dict:
@@ -83,13 +88,15 @@ def summarize(compiled) -> dict:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--stages", type=int, default=2)
-    ap.add_argument("--warps", type=int, default=8)
+    ap.add_argument("--warps", type=int, default=None,
+                    help="default: 8 for bf16, 4 for the FP8 kernels (the H200 autotuner's picks)")
     ap.add_argument("--arch", type=int, default=90, help="90 (H100/H200) or 100 (B200)")
     ap.add_argument("--mma", choices=("fast", "precise", "mx"), default="fast",
                     help="FP8 MMA mode of the mxfp8 variant (see FLAMIA_FP8_MMA)")
     args = ap.parse_args(argv)
     mma = ("fast", "precise", "mx").index(args.mma)
-    print(f"triton {triton.__version__}, sm_{args.arch}, D=128, {args.warps} warps, "
+    warps = args.warps or "8 (bf16) / 4 (fp8)"
+    print(f"triton {triton.__version__}, sm_{args.arch}, D=128, {warps} warps, "
           f"{args.stages} stages, mxfp8 MMA mode {args.mma}")
     for name in KERNELS:
         for fp8 in fp8_variants(name):

@@ -1,14 +1,14 @@
 """Registers, spills and the SASS of each inner loop of the attention kernels, compiled for
 sm_90 on any machine (no GPU needed), with the ptxas and cuobjdump that triton bundles.
 
-    python -m bench.sass_report [--kernels fwd dq dkdv] [--warps 8] [--stages 2]
+    python -m bench.sass_report [--kernels fwd dq dkdv] [--warps W] [--stages 2] [--maxnreg R]
 
 What it measures is instruction issue and register pressure, not time; times come from
 bench/attention.py on the GPU. A loop is a backward branch; each kernel has three (masked
 boundary tiles, unmasked tiles, masked diagonal tiles), the middle one carries most of the work.
 Kernels: fwd, dq, dkdv (BF16's and FP8's fused dK/dV) and FP8's dkdv_dv / dkdv_dk parts (the
-default FP8 backward). Tile shapes and compile hints are bench/ir_report.py's (the BF16
-launchers' shapes; the FP8 launchers use 64 x 64 tiles: FLAMIA_*_BLOCKS do not apply here).
+default FP8 backward). Tile shapes and compile hints are the launchers' (bench/ir_report.py: the tile table of
+flamia.kernels.attention per recipe family, FLAMIA_*_BLOCKS overrides it).
 
 Use the GPU image's triton to judge the GPU's code: the local 3.9 and the H200's 3.6 compile
 these kernels differently (2026-12-03: the FP8 dK/dV kernel spills 2.2 KB per thread with 3.6,
@@ -76,15 +76,20 @@ def sass_loops(cubin: bytes) -> list[tuple[int, collections.Counter]]:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--kernels", nargs="+", choices=list(KERNELS), default=list(KERNELS))
-    ap.add_argument("--warps", type=int, default=8)
+    ap.add_argument("--warps", type=int, default=None,
+                    help="default: 8 for bf16, 4 for the FP8 kernels (the H200 autotuner's picks)")
     ap.add_argument("--stages", type=int, default=2)
+    ap.add_argument("--maxnreg", type=int, default=None,
+                    help="register cap per thread (FLAMIA_AUTOTUNE's WxSrR), e.g. 128")
     args = ap.parse_args(argv)
     cols = list(dict.fromkeys(CLASSES.values())) + ["other"]
-    print(f"sm_90, D=128, {args.warps} warps, {args.stages} stages; per loop: instructions "
+    warps = args.warps or "8 (bf16) / 4 (fp8)"
+    print(f"sm_90, D=128, {warps} warps, {args.stages} stages, register cap "
+          f"{args.maxnreg or '-'}; per loop: instructions "
           f"({', '.join(cols)})")
     for name in args.kernels:
         for fp8 in fp8_variants(name):
-            c = compile_for(name, fp8, warps=args.warps, stages=args.stages)
+            c = compile_for(name, fp8, warps=args.warps, stages=args.stages, maxnreg=args.maxnreg)
             print(f"{name:7} {'mxfp8' if fp8 else 'bf16 '}: {registers_and_spills(c.asm['ptx'])}")
             for i, (n, ops) in enumerate(sass_loops(c.asm["cubin"])):
                 print(f"    loop {i}: {n:5} ({', '.join(str(ops[k]) for k in cols)})")

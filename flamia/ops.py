@@ -108,7 +108,7 @@ def cached_batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int,
     """``batch_plan``, once per cu_seqlens tensor (see flamia._tensor_cache)."""
     if torch.compiler.is_compiling():
         return batch_plan(cu_seqlens, total, head_dim, fp8)
-    key = (total, head_dim, fp8)
+    key = (total, head_dim, fp8, K.plan_blocks(head_dim, fp8))
     plan = _plans.get(cu_seqlens, key)
     if plan is None:
         plan = _plans.put(cu_seqlens, key, batch_plan(cu_seqlens, total, head_dim, fp8))

@@ -29,8 +29,9 @@ def _fp8(q, k, v, cu, recipe="mxfp8"):
     return flamia.attention(q, k, v, cu, q.shape[0], recipe=recipe, impl="triton")
 
 
-# The token-major copy: the Triton copy kernel (default) or torch's copy.
-TRANSPOSE_MODES = pytest.mark.parametrize("transpose", ["triton", "torch"])
+# The token-major copy: stored by the quantizer (fused, fused_reload; MX only, NVFP4 data is
+# copied), the Triton copy kernel, or torch's copy.
+TRANSPOSE_MODES = pytest.mark.parametrize("transpose", ["fused", "fused_reload", "triton", "torch"])
 
 
 @TRANSPOSE_MODES
@@ -167,7 +168,7 @@ def test_token_major_copy_triton(monkeypatch):
     ours = token_major_copy(x8)
     assert ours.dtype == x8.dtype and ours.shape == ref.shape
     assert torch.equal(ours.float(), ref.float())
-    monkeypatch.setenv("FLAMIA_FP8_TRANSPOSE", "fused")  # no longer a mode: a clear error
+    monkeypatch.setenv("FLAMIA_FP8_TRANSPOSE", "fused_in_place")  # not a mode: a clear error
     with pytest.raises(ValueError, match="accepted"):
         token_major_copy(x8)
 

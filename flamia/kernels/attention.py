@@ -31,7 +31,11 @@ masked with key >= seg_start[row] and key <= row. The backward dK/dV kernel mirr
 key tiles: query tiles from the diagonal to the end of the last key's segment.
 
 Softmax convention (shared with flamia.reference): base-2 logits, the running maximum is
-rounded up to an integer, so rescaling is by exact powers of two.
+rounded up to an integer, so rescaling is by exact powers of two. Every step rescales: lazy
+rescaling (moving the maximum only when a row's grows by more than 2^8, FlashAttention-4's trick)
+needs a decision shared by the tile's rows, and that decision leaks: on the H200 the BF16 probe
+saw a later query of the same tile change an earlier token's O by 6e-5 (and the forward got
+slower: 0.94 -> 0.99 ms, lognormal 1k; 2026-12-03).
 
 Verified: interpreter tier (tests/test_kernels.py, tests/test_kernels_fp8.py) on CPU; GPU tier
 on the H200 (sm_90) with triton 3.6 (bench/attention.py, tests/test_kernels_fp8.py and
@@ -82,15 +86,20 @@ BLOCKS_ENV = {"fwd": "FLAMIA_FWD_BLOCKS", "dkdv": "FLAMIA_BWD_BLOCKS", "dq": "FL
 INTERPRET_BLOCKS = (32, 32)
 
 
-def _blocks(kernel: str, d: int, fp8: bool) -> tuple[int, int]:
+def _blocks(kernel: str, d: int, fp8: bool, mma: int | None = None) -> tuple[int, int]:
     """Tile shape of a kernel for head dim d; FLAMIA_{FWD,BWD,DQ}_BLOCKS="M,N" overrides it for
-    both families (tile sweeps)."""
+    both families (tile sweeps). ``mma``: the FP8 MMA mode (fp8_mma_mode() when None). The
+    block-scaled MMA mode ("mx", Blackwell) keeps the BF16 shapes: with 64-row tiles triton
+    lowers tl.dot_scaled to plain MMAs with the scales emulated (bench/ir_report.py --arch 100
+    --mma mx), with 128-row tiles to block-scaled ones."""
     if INTERPRET:
         return INTERPRET_BLOCKS
     override = os.environ.get(BLOCKS_ENV[kernel])
     if override:
         m, n = (int(x) for x in override.split(","))
         return m, n
+    if fp8 and (fp8_mma_mode() if mma is None else mma) == 2:
+        fp8 = False
     return BLOCKS[(kernel, fp8)][d]
 
 
@@ -104,6 +113,11 @@ def bwd_blocks(d: int, fp8: bool = False) -> tuple[int, int]:
 
 def dq_blocks(d: int, fp8: bool = False) -> tuple[int, int]:
     return _blocks("dq", d, fp8)
+
+
+def plan_blocks(d: int, fp8: bool = False) -> tuple[tuple[int, int], ...]:
+    """The tile shapes a batch plan is built for (its cache key: they follow the environment)."""
+    return fwd_blocks(d, fp8), bwd_blocks(d, fp8), dq_blocks(d, fp8)
 
 
 def _configs(warps=(4, 8), stages=(2, 3)):

@@ -97,13 +97,17 @@ def round_e4m3(x):
 
 @triton.jit
 def _quantize_per_token_kernel(
-    x_ptr, data_ptr, s_ptr, stride_xt, stride_xh, stride_dt, stride_dh, stride_sh, total,
-    HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr, NVFP4: tl.constexpr,
+    x_ptr, data_ptr, s_ptr, t_ptr, stride_xt, stride_xh, stride_dt, stride_dh, stride_sh,
+    stride_th, stride_td, total,
+    HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr, NVFP4: tl.constexpr, TRANSPOSE: tl.constexpr,
 ):
     """One pass over a [BLOCK_T, D] tile of one head. MX (NVFP4=False): E8M0 scale per
     (token, head), E4M3 data. NVFP4: s = amax / (6 * 448) per (token, head); per 16 elements
     b = UE4M3(amax_16 / (6 s)); e = E2M1(x / (b s)); stores e * b (exact in bf16) and s.
-    Same operations in the same order as flamia.reference.quantize_operand."""
+    Same operations in the same order as flamia.reference.quantize_operand.
+    TRANSPOSE (MX only; the grid then covers T_pad tokens): also store the tile token-major into
+    t [H, D, T_pad] (zeros past T), 1 through a 32-bit tile, 2 by reloading the bytes just
+    stored (see _store_token_major)."""
     head = tl.program_id(1)
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -126,9 +130,31 @@ def _quantize_per_token_kernel(
     else:
         scale = e8m0_scale(tl.max(tl.abs(x), 1))
         data = round_e4m3(x / scale[:, None])  # exact division by a power of two
-    tl.store(data_ptr + rows * stride_dt + head * stride_dh + offs_d[None, :], data,
-             mask=ok[:, None])
+    data_ptrs = data_ptr + rows * stride_dt + head * stride_dh + offs_d[None, :]
+    tl.store(data_ptrs, data, mask=ok[:, None])
     tl.store(s_ptr + head * stride_sh + offs_t, scale, mask=ok)
+    if TRANSPOSE:
+        t_ptrs = (t_ptr + head * stride_th + offs_d.to(tl.int64)[:, None] * stride_td
+                  + offs_t[None, :])
+        _store_token_major(data, data_ptrs, ok, t_ptrs, TRANSPOSE)
+
+
+@triton.jit
+def _store_token_major(data, data_ptrs, ok, t_ptrs, TRANSPOSE: tl.constexpr):
+    """Store the quantized [BLOCK_T, D] tile transposed (rows past T are zeros: x was loaded as 0
+    there). With triton 3.6 on the H200 a tl.trans of the E4M3 tile (or of its uint8 bitcast)
+    straight from the fp32 -> fp8 conversion stored wrong bytes (module docstring); the two
+    ways here avoid transposing that 8-bit tile: 1 widens the bytes to int32 first, 2 reads the
+    bytes back after a CTA barrier (the copy kernel's path, from L2)."""
+    if IS_INTERPRETER:  # bf16 storage of E4M3 values (module docstring): transpose as is
+        tl.store(t_ptrs, tl.trans(data))
+    elif TRANSPOSE == 1:
+        wide = data.to(tl.uint8, bitcast=True).to(tl.int32)
+        tl.store(t_ptrs.to(tl.pointer_type(tl.uint8)), tl.trans(wide).to(tl.uint8))
+    else:
+        tl.debug_barrier()  # this CTA's stores of the tile are visible to all its threads
+        back = tl.load(data_ptrs.to(tl.pointer_type(tl.uint8)), mask=ok[:, None], other=0)
+        tl.store(t_ptrs.to(tl.pointer_type(tl.uint8)), tl.trans(back))
 
 
 # Token-major copies are padded along T to a multiple of TOKEN_PAD with zeros: the attention
@@ -136,9 +162,12 @@ def _quantize_per_token_kernel(
 # vectorize and pipeline (a mask along the contiguous axis makes triton fall back to 1-byte
 # loads); the zeros keep 0 * padding finite for the masked-out keys and queries.
 TOKEN_PAD = 128
-# How the token-major copy is made (FLAMIA_FP8_TRANSPOSE): the Triton copy kernel below (default)
-# or torch's strided copy (the reference bytes, 5x slower: bench/transpose_check.py).
-TRANSPOSE_MODES = ("triton", "torch")
+# How the token-major copy is made (FLAMIA_FP8_TRANSPOSE): "fused" / "fused_reload": stored by the
+# quantizer itself (TRANSPOSE 1 / 2 of _quantize_per_token_kernel, one pass), "triton": the copy
+# kernel below after the quantizer, "torch": torch's strided copy (the reference bytes, 5x slower).
+# bench/transpose_check.py compares their bytes and times on the GPU.
+TRANSPOSE_MODES = ("triton", "torch", "fused", "fused_reload")
+FUSED_TRANSPOSE = {"fused": 1, "fused_reload": 2}
 
 
 @triton.jit
@@ -196,14 +225,22 @@ def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
     total, h, d = x.shape
     data = torch.empty((total, h, d), dtype=storage, device=x.device)
     scale = torch.empty((h, total), dtype=torch.float32, device=x.device)
-    block_t = 32 if INTERPRET else 64
-    _quantize_per_token_kernel[(triton.cdiv(total, block_t), h)](
-        x, data, scale, x.stride(0), x.stride(1), data.stride(0), data.stride(1), scale.stride(0),
-        total, HEAD_DIM=d, BLOCK_T=block_t, NVFP4=nvfp4, num_warps=4,
+    block_t = 32 if INTERPRET else 64  # divides TOKEN_PAD
+    fused = FUSED_TRANSPOSE.get(_transpose_mode(), 0) if transposed and not nvfp4 else 0
+    if fused:  # the quantizer writes the token-major copy too, over the padded length
+        data_t = torch.empty((h, d, _padded(total)), dtype=storage, device=x.device)
+        tiles = data_t.shape[-1] // block_t
+    else:
+        data_t = data  # unused pointer
+        tiles = triton.cdiv(total, block_t)
+    _quantize_per_token_kernel[(tiles, h)](
+        x, data, scale, data_t, x.stride(0), x.stride(1), data.stride(0), data.stride(1),
+        scale.stride(0), data_t.stride(0), data_t.stride(1), total,
+        HEAD_DIM=d, BLOCK_T=block_t, NVFP4=nvfp4, TRANSPOSE=fused, num_warps=4,
     )
-    # See the module docstring: a separate copy (storing it from this kernel gave wrong bytes).
-    data_t = token_major_copy(data) if transposed else None
-    return data, data_t, scale
+    if fused:
+        return data, data_t, scale
+    return data, token_major_copy(data) if transposed else None, scale
 
 
 def quantize_nvfp4_token(x: torch.Tensor, transposed: bool = True):
