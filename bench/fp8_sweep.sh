@@ -15,7 +15,7 @@ run() {  # name, then VAR=value assignments; FLAMIA_SWEEP="name ..." runs only t
     | grep -E '^\| lognormal|^- .*_attn_|^- .*elementwise_kernel<128|^- .*_quantize|^- .*_token_major|checked, rel err|Error'
 }
 # The token-major copy mode (FLAMIA_FP8_TRANSPOSE) of every setting
-T=FLAMIA_FP8_TRANSPOSE=${FLAMIA_SWEEP_TRANSPOSE:-triton}
+T=FLAMIA_FP8_TRANSPOSE=${FLAMIA_SWEEP_TRANSPOSE:-fused}
 run w8s2 FLAMIA_AUTOTUNE=8x2 $T
 run w8s3 FLAMIA_AUTOTUNE=8x3 $T
 run bwd64x64_w8s2 FLAMIA_AUTOTUNE=8x2 FLAMIA_BWD_BLOCKS=64,64 $T

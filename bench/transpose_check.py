@@ -1,6 +1,7 @@
 """GPU check of the token-major copy of the E4M3 data (flamia.kernels.quantize), per
-FLAMIA_FP8_TRANSPOSE mode: torch's permute copy (the reference bytes) and the Triton copy kernel.
-Bytes equal to the torch copy, and the time of quantize + copy.
+FLAMIA_FP8_TRANSPOSE mode: torch's permute copy (the reference bytes), the Triton copy kernel and
+the quantizer's own transposed store (fused). Bytes equal to the torch copy, and the time of
+quantize + copy.
 
     PYTHONPATH=$PWD python -m bench.transpose_check
 """

@@ -29,9 +29,9 @@ def _fp8(q, k, v, cu, recipe="mxfp8"):
     return flamia.attention(q, k, v, cu, q.shape[0], recipe=recipe, impl="triton")
 
 
-# The token-major copy: stored by the quantizer (fused, fused_reload; MX only, NVFP4 data is
-# copied), the Triton copy kernel, or torch's copy.
-TRANSPOSE_MODES = pytest.mark.parametrize("transpose", ["fused", "fused_reload", "triton", "torch"])
+# The token-major copy: stored by the quantizer (fused; MX only, NVFP4 data is copied), the
+# Triton copy kernel, or torch's copy.
+TRANSPOSE_MODES = pytest.mark.parametrize("transpose", ["fused", "triton", "torch"])
 
 
 @TRANSPOSE_MODES

@@ -35,7 +35,7 @@ rounded up to an integer, so rescaling is by exact powers of two. Every step res
 rescaling (moving the maximum only when a row's grows by more than 2^8, FlashAttention-4's trick)
 needs a decision shared by the tile's rows, and that decision leaks: on the H200 the BF16 probe
 saw a later query of the same tile change an earlier token's O by 6e-5 (and the forward got
-slower: 0.94 -> 0.99 ms, lognormal 1k; 2026-12-03).
+slower: 0.94 -> 0.99 ms, lognormal 1k; bench/results/fp8_sweep_20261203-1530_H200.txt).
 
 Verified: interpreter tier (tests/test_kernels.py, tests/test_kernels_fp8.py) on CPU; GPU tier
 on the H200 (sm_90) with triton 3.6 (bench/attention.py, tests/test_kernels_fp8.py and

@@ -4,18 +4,21 @@ One pass over x [T, H, D] (bf16) writes
     x8_THD  [T, H, D]  E4M3 values
     s_HT    [H, T]     float32 power-of-two scales 2^ceil(log2(amax / 448)) (E8M0 values; 1 for
                        an all-zero row)
-and the launcher adds
-    xt8_HDT [H, D, T_pad]  the same bytes transposed, zero-padded along T (token_major_copy):
-                       Hopper's FP8 MMA reads its B operand K-major,
-                       so a matmul contracting over tokens (P V, dS K, P^T dO, dS^T Q) reads this
-                       copy; same values, other layout.
-The transposed copy is a separate pass (token_major_copy, a Triton copy kernel): writing it from
-the quantizer kernel gave wrong bytes on the H200 with triton 3.6 twice, while it was right in the
-interpreter: on 2026-12-02 through token-contiguous pointers (76336 of 153600 elements differed),
-on 2026-12-03 as a tl.trans of the tile's uint8 bitcast (bench/transpose_check.py, "fused" mode,
-since removed; the same tl.trans store of a uint8 tile loaded from memory is right). The separate
-copy reads and writes 2 bytes per element more; it costs 0.14 ms of a 6.2 ms fwd+bwd at
-4 x 8k tokens, 16 heads (bench/results/fp8_sweep_20261203_H200.txt).
+    xt8_HDT [H, D, T_pad]  the same bytes transposed, zero-padded along T (when asked for):
+                       Hopper's FP8 MMA reads its B operand K-major, so a matmul contracting over
+                       tokens (P V, dS K, P^T dO, dS^T Q) reads this copy; same values, other
+                       layout.
+The transposed tile is stored by the quantizer itself (FLAMIA_FP8_TRANSPOSE=fused, the default),
+from the tile's bytes read back after a CTA barrier: transposing the freshly converted tile in
+registers stored wrong bytes on the H200 with triton 3.6 three times, while it was right in the
+interpreter (2026-12-02 through token-contiguous pointers, 76336 of 153600 elements wrong;
+2026-12-03 as a tl.trans of the tile's uint8 bitcast, and again after widening it to int32),
+whereas a tl.trans of bytes loaded from memory is right (the copy kernel's path). The read-back
+comes from L2 (the tile was just written), so x is read from HBM once. bench/transpose_check.py
+on the H200, 2026-12-03 (bench/results/transpose_check_20261203_H200.txt): bytes equal to torch's
+permute copy; quantize with the transposed store 0.077 ms vs 0.094 ms for quantizer + copy
+kernel at T = 32768, 16 heads, D = 128. The separate copy (token_major_copy) remains for NVFP4
+data and for the copies the backward makes of Q8 and K8.
 Numerics are flamia.formats.quantize_mx(x, E4M3, block_dim=-1) exactly (bit-exact on the GPU).
 
 Storage: float8_e4m3fn on the GPU. Under the Triton interpreter (CPU) the fp32 -> fp8 cast is
@@ -106,8 +109,7 @@ def _quantize_per_token_kernel(
     b = UE4M3(amax_16 / (6 s)); e = E2M1(x / (b s)); stores e * b (exact in bf16) and s.
     Same operations in the same order as flamia.reference.quantize_operand.
     TRANSPOSE (MX only; the grid then covers T_pad tokens): also store the tile token-major into
-    t [H, D, T_pad] (zeros past T), 1 through a 32-bit tile, 2 by reloading the bytes just
-    stored (see _store_token_major)."""
+    t [H, D, T_pad] (zeros past T, where x was loaded as 0), see the module docstring."""
     head = tl.program_id(1)
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -136,25 +138,12 @@ def _quantize_per_token_kernel(
     if TRANSPOSE:
         t_ptrs = (t_ptr + head * stride_th + offs_d.to(tl.int64)[:, None] * stride_td
                   + offs_t[None, :])
-        _store_token_major(data, data_ptrs, ok, t_ptrs, TRANSPOSE)
-
-
-@triton.jit
-def _store_token_major(data, data_ptrs, ok, t_ptrs, TRANSPOSE: tl.constexpr):
-    """Store the quantized [BLOCK_T, D] tile transposed (rows past T are zeros: x was loaded as 0
-    there). With triton 3.6 on the H200 a tl.trans of the E4M3 tile (or of its uint8 bitcast)
-    straight from the fp32 -> fp8 conversion stored wrong bytes (module docstring); the two
-    ways here avoid transposing that 8-bit tile: 1 widens the bytes to int32 first, 2 reads the
-    bytes back after a CTA barrier (the copy kernel's path, from L2)."""
-    if IS_INTERPRETER:  # bf16 storage of E4M3 values (module docstring): transpose as is
-        tl.store(t_ptrs, tl.trans(data))
-    elif TRANSPOSE == 1:
-        wide = data.to(tl.uint8, bitcast=True).to(tl.int32)
-        tl.store(t_ptrs.to(tl.pointer_type(tl.uint8)), tl.trans(wide).to(tl.uint8))
-    else:
-        tl.debug_barrier()  # this CTA's stores of the tile are visible to all its threads
-        back = tl.load(data_ptrs.to(tl.pointer_type(tl.uint8)), mask=ok[:, None], other=0)
-        tl.store(t_ptrs.to(tl.pointer_type(tl.uint8)), tl.trans(back))
+        if IS_INTERPRETER:  # bf16 storage of E4M3 values (module docstring): transpose as is
+            tl.store(t_ptrs, tl.trans(data))
+        else:  # the bytes just stored, read back by the whole CTA (module docstring: why)
+            tl.debug_barrier()
+            back = tl.load(data_ptrs.to(tl.pointer_type(tl.uint8)), mask=ok[:, None], other=0)
+            tl.store(t_ptrs.to(tl.pointer_type(tl.uint8)), tl.trans(back))
 
 
 # Token-major copies are padded along T to a multiple of TOKEN_PAD with zeros: the attention
@@ -162,12 +151,10 @@ def _store_token_major(data, data_ptrs, ok, t_ptrs, TRANSPOSE: tl.constexpr):
 # vectorize and pipeline (a mask along the contiguous axis makes triton fall back to 1-byte
 # loads); the zeros keep 0 * padding finite for the masked-out keys and queries.
 TOKEN_PAD = 128
-# How the token-major copy is made (FLAMIA_FP8_TRANSPOSE): "fused" / "fused_reload": stored by the
-# quantizer itself (TRANSPOSE 1 / 2 of _quantize_per_token_kernel, one pass), "triton": the copy
-# kernel below after the quantizer, "torch": torch's strided copy (the reference bytes, 5x slower).
-# bench/transpose_check.py compares their bytes and times on the GPU.
-TRANSPOSE_MODES = ("triton", "torch", "fused", "fused_reload")
-FUSED_TRANSPOSE = {"fused": 1, "fused_reload": 2}
+# How the quantizer's token-major copy is made (FLAMIA_FP8_TRANSPOSE): "fused" (default): stored
+# by the quantizer itself; "triton": the copy kernel below after the quantizer; "torch": torch's
+# strided copy (the reference bytes, 5x slower). bench/transpose_check.py compares them on the GPU.
+TRANSPOSE_MODES = ("fused", "triton", "torch")
 
 
 @triton.jit
@@ -185,7 +172,7 @@ def _token_major_copy_kernel(x_ptr, out_ptr, stride_xt, stride_xh, stride_oh, st
 
 
 def _transpose_mode() -> str:
-    mode = os.environ.get("FLAMIA_FP8_TRANSPOSE", "triton")
+    mode = os.environ.get("FLAMIA_FP8_TRANSPOSE", "fused")
     if mode not in TRANSPOSE_MODES:
         raise ValueError(f"FLAMIA_FP8_TRANSPOSE={mode!r}; accepted: {TRANSPOSE_MODES}")
     return mode
@@ -197,10 +184,10 @@ def _padded(total: int) -> int:
 
 def token_major_copy(data: torch.Tensor) -> torch.Tensor:
     """[T, H, D] -> contiguous [H, D, T_pad], the same bytes, T_pad = T rounded up to TOKEN_PAD,
-    zeros after T. The Triton copy above by default: bytes equal to torch's permute copy on the
-    H200, quantize + copy 0.094 ms vs 0.471 ms with torch's copy at T = 32768, 16 heads, D = 128
-    (bench/transpose_check.py, bench/results/fp8_sweep_20261203_H200.txt);
-    FLAMIA_FP8_TRANSPOSE=torch selects torch's copy."""
+    zeros after T: the Triton copy above (bytes equal to torch's permute copy on the H200,
+    quantize + copy 0.094 ms vs 0.470 ms with torch's copy at T = 32768, 16 heads, D = 128,
+    bench/results/transpose_check_20261203_H200.txt), or torch's copy with
+    FLAMIA_FP8_TRANSPOSE=torch."""
     total, h, d = data.shape
     padded = _padded(total)
     if _transpose_mode() == "torch":
@@ -226,7 +213,7 @@ def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
     data = torch.empty((total, h, d), dtype=storage, device=x.device)
     scale = torch.empty((h, total), dtype=torch.float32, device=x.device)
     block_t = 32 if INTERPRET else 64  # divides TOKEN_PAD
-    fused = FUSED_TRANSPOSE.get(_transpose_mode(), 0) if transposed and not nvfp4 else 0
+    fused = transposed and not nvfp4 and _transpose_mode() == "fused"
     if fused:  # the quantizer writes the token-major copy too, over the padded length
         data_t = torch.empty((h, d, _padded(total)), dtype=storage, device=x.device)
         tiles = data_t.shape[-1] // block_t
