@@ -7,8 +7,8 @@ What it measures is instruction issue and register pressure, not time; times com
 bench/attention.py on the GPU. A loop is a backward branch; each kernel has three (masked
 boundary tiles, unmasked tiles, masked diagonal tiles), the middle one carries most of the work.
 Kernels: fwd, dq, dkdv (BF16's and FP8's fused dK/dV) and FP8's dkdv_dv / dkdv_dk parts (the
-default FP8 backward). Tile shapes and compile hints are the launchers' (bench/ir_report.py: the tile table of
-flamia.kernels.attention per recipe family, FLAMIA_*_BLOCKS overrides it).
+default FP8 backward). Tile shapes and compile hints are the launchers' (bench/ir_report.py: the
+tile table of flamia.kernels.attention per recipe family; FLAMIA_*_BLOCKS overrides it).
 
 Use the GPU image's triton to judge the GPU's code: the local 3.9 and the H200's 3.6 compile
 these kernels differently (2026-12-03: the FP8 dK/dV kernel spills 2.2 KB per thread with 3.6,
