@@ -4,7 +4,9 @@ sm_90 on any machine (no GPU needed), with the ptxas and cuobjdump that triton b
     python -m bench.sass_report [--kernels fwd dq dkdv] [--warps W] [--stages 2] [--maxnreg R]
 
 What it measures is instruction issue and register pressure, not time; times come from
-bench/attention.py on the GPU. A loop is a backward branch; each kernel has three (masked
+bench/attention.py on the GPU. Instructions predicated "@!PT" (predicate never true: ptxas's
+no-op filler, e.g. "@!PT LDS RZ, [RZ]" around cp.async) have their own column; until
+2026-12-03 evening they were counted as "lds". A loop is a backward branch; each kernel has three (masked
 boundary tiles, unmasked tiles, masked diagonal tiles), the middle one carries most of the work.
 Kernels: fwd, dq, dkdv (BF16's and FP8's fused dK/dV) and FP8's dkdv_dv / dkdv_dk parts (the
 default FP8 backward). Tile shapes and compile hints are the launchers' (bench/ir_report.py: the
@@ -67,6 +69,9 @@ def sass_loops(cubin: bytes) -> list[tuple[int, collections.Counter]]:
             body = [t for a, t in code if int(target.group(1), 16) <= a <= addr]
             ops = collections.Counter()
             for t in body:
+                if t.startswith("@!PT "):  # predicate never true: ptxas's no-op filler
+                    ops["@!PT"] += 1
+                    continue
                 op = re.sub(r"^@!?U?P\w+\s+", "", t).split()[0]
                 ops[next((c for p, c in CLASSES.items() if op.startswith(p)), "other")] += 1
             loops.append((len(body), ops))
@@ -82,7 +87,7 @@ def main(argv=None):
     ap.add_argument("--maxnreg", type=int, default=None,
                     help="register cap per thread (FLAMIA_AUTOTUNE's WxSrR), e.g. 128")
     args = ap.parse_args(argv)
-    cols = list(dict.fromkeys(CLASSES.values())) + ["other"]
+    cols = list(dict.fromkeys(CLASSES.values())) + ["@!PT", "other"]
     warps = args.warps or "8 (bf16) / 4 (fp8)"
     print(f"sm_90, D=128, {warps} warps, {args.stages} stages, register cap "
           f"{args.maxnreg or '-'}; per loop: instructions "
