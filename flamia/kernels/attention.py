@@ -18,6 +18,8 @@ Layouts and names (shape suffixes):
         unit stride along D)
     lse_HT [Hq, T] float32: base-2 log-sum-exp, lse2 = m + log2(l)
     delta_HT [Hq, T] float32: rowsum(dO * O), with the quantized dO' for the FP8 recipes
+    qrow_HT4 [Hq, T, 4] float32 (FP8 backward): lse2, delta, sQ, sdO of each query, one row
+        each, so that the dK/dV kernels read them with one load per query tile (QROW)
     seg_start_T / seg_end_T [T] int32: first token / one past the last token of each token's
         segment (derived once per batch from cu_seqlens, see ``flamia.ops``)
     order_P [n_tiles] int32: the order in which tiles are launched (longest work first)
@@ -82,6 +84,12 @@ BLOCKS = {  # (kernel, fp8) -> {head_dim: (BLOCK_M over queries, BLOCK_N over ke
     ("dkdv", True): {64: (64, 64), 128: (64, 64)},
     ("dq", True): {64: (64, 64), 128: (64, 64)},
 }
+# The FP8 dK/dV kernels read a query's lse2, delta, sQ and sdO as one 16-byte row of a [Hq, T, 4]
+# array written by the delta kernel: one pipelined copy per query tile instead of four vector
+# copies in the MMA's column layout (triton 3.6 SASS of the unmasked step: dV-only kernel 619 ->
+# 444 instructions, dK-only 843 -> 576, bench/sass_report.py). BF16 keeps its two vectors (the
+# packed load added spills there).
+QROW = tl.constexpr(4)
 BLOCKS_ENV = {"fwd": "FLAMIA_FWD_BLOCKS", "dkdv": "FLAMIA_BWD_BLOCKS", "dq": "FLAMIA_DQ_BLOCKS"}
 INTERPRET_BLOCKS = (32, 32)
 
@@ -397,11 +405,13 @@ def _attn_fwd_kernel(
 
 
 @triton.jit
-def _attn_bwd_delta_kernel(o_ptr, do_ptr, sdo_ptr, delta_ptr, stride_ot, stride_oh, stride_dot,
-                           stride_doh, stride_lh, total, HEAD_DIM: tl.constexpr,
-                           BLOCK_T: tl.constexpr, IS_FP8: tl.constexpr):
+def _attn_bwd_delta_kernel(o_ptr, do_ptr, sdo_ptr, lse_ptr, sq_ptr, delta_ptr, qrow_ptr,
+                           stride_ot, stride_oh, stride_dot, stride_doh, stride_lh, stride_rh,
+                           total, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr,
+                           IS_FP8: tl.constexpr):
     """delta = rowsum(dO * O) with the dO that dP is computed from: bf16 dO, or for the FP8
-    recipes the E4M3 dO times its per-token power-of-two scale (exactly the dequantized dO')."""
+    recipes the E4M3 dO times its per-token power-of-two scale (exactly the dequantized dO').
+    FP8: also the per-query rows (lse2, delta, sQ, sdO) that the dK/dV kernels read (QROW)."""
     head = tl.program_id(1)
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -413,8 +423,24 @@ def _attn_bwd_delta_kernel(o_ptr, do_ptr, sdo_ptr, delta_ptr, stride_ot, stride_
                  mask=ok[:, None], other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
     if IS_FP8:
-        delta = delta * tl.load(sdo_ptr + head * stride_lh + offs_t, mask=ok, other=1.0)
+        sdo = tl.load(sdo_ptr + head * stride_lh + offs_t, mask=ok, other=1.0)
+        delta = delta * sdo
     tl.store(delta_ptr + head * stride_lh + offs_t, delta, mask=ok)
+    if IS_FP8:
+        row = qrow_ptr + head * stride_rh + offs_t * QROW
+        tl.store(row, tl.load(lse_ptr + head * stride_lh + offs_t, mask=ok), mask=ok)
+        tl.store(row + 1, delta, mask=ok)
+        tl.store(row + 2, tl.load(sq_ptr + head * stride_lh + offs_t, mask=ok), mask=ok)
+        tl.store(row + 3, sdo, mask=ok)
+
+
+@triton.jit
+def _split4(x):
+    """The four columns of a [M, 4] tile."""
+    a, b = tl.split(tl.reshape(x, (x.shape[0], 2, 2)))  # columns (0, 2) and (1, 3)
+    c0, c2 = tl.split(a)
+    c1, c3 = tl.split(b)
+    return c0, c1, c2, c3
 
 
 # ------------------------------------------------------------------------------------------
@@ -423,7 +449,7 @@ def _attn_bwd_delta_kernel(o_ptr, do_ptr, sdo_ptr, delta_ptr, stride_ot, stride_
 
 
 @triton.jit
-def _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_ptrs, sdo_ptrs,
+def _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, qrow_ptrs,
                lse_ptrs, delta_ptrs, offs_n, seg_end_n, start_m, stride_qt, stride_dot,
                stride_qkt, stride_dokt, total,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
@@ -433,11 +459,12 @@ def _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_p
     row_ok = offs_m < total
     shift = tl.cast(start_m, tl.int64)
     qT = _load(q_ptrs + shift * stride_qt, row_ok[None, :], 0.0, MASKED)  # [D, BLOCK_M]
-    lse = _load(lse_ptrs + offs_m, row_ok, 0.0, MASKED)
-    if IS_FP8:
-        sq_m = _load(sq_ptrs + offs_m, row_ok, 1.0, MASKED)
-        sdo_m = _load(sdo_ptrs + offs_m, row_ok, 1.0, MASKED)
+    if IS_FP8:  # lse2, delta, sQ, sdO of each query: one row each (QROW); 0 past the last token
+        rows = qrow_ptrs + offs_m[:, None] * QROW + tl.arange(0, QROW)[None, :]
+        lse, delta, sq_m, sdo_m = _split4(_load(rows, row_ok[:, None], 0.0, MASKED))
     else:
+        lse = _load(lse_ptrs + offs_m, row_ok, 0.0, MASKED)
+        delta = None  # loaded below, next to dO (fewer spills with triton 3.6)
         sq_m = None
         sdo_m = None
     # Base-2 logits S^T = yT * c_k[:, None] [BLOCK_N, BLOCK_M], c_k = sK * softmax scale * log2(e)
@@ -448,7 +475,8 @@ def _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_p
         pT = tl.where(visible, pT, 0.0)
     # dO and delta feed dP^T (unused, and not loaded, by the dV-only FP8 kernel)
     do = _load(do_ptrs + shift * stride_dot, row_ok[:, None], 0.0, MASKED)  # [BLOCK_M, D]
-    delta = _load(delta_ptrs + offs_m, row_ok, 0.0, MASKED)
+    if not IS_FP8:
+        delta = _load(delta_ptrs + offs_m, row_ok, 0.0, MASKED)
     if IS_FP8 and PART == 1:  # dV = P'^T dO8, P'^T = P^T sdO quantized per row of this tile
         # dO read from its token-contiguous copy (K-major for the MMA), zero-padded: no mask.
         do_k = tl.load(dok_ptrs + shift * stride_dokt)
@@ -478,11 +506,11 @@ def _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, sq_p
                                           "FP8_MMA", "PART"])
 @triton.jit
 def _attn_bwd_dkdv_kernel(
-    q_ptr, k_ptr, v_ptr, do_ptr, qk_ptr, dok_ptr, sq_ptr, sk_ptr, sv_ptr, sdo_ptr,
+    q_ptr, k_ptr, v_ptr, do_ptr, qk_ptr, dok_ptr, qrow_ptr, sk_ptr, sv_ptr,
     lse_ptr, delta_ptr, dk_ptr, dv_ptr, seg_end_ptr, order_ptr,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_dot, stride_doh,
     stride_qkt, stride_qkh, stride_qkd, stride_dokt, stride_dokh, stride_dokd,
-    stride_sqh, stride_skh, stride_dkt, stride_dkh, stride_dvt, stride_dvh, stride_lh,
+    stride_rh, stride_skh, stride_dkt, stride_dkh, stride_dvt, stride_dvh, stride_lh,
     total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
@@ -531,23 +559,22 @@ def _attn_bwd_dkdv_kernel(
                    + offs_mb[:, None] * stride_qkt)
         dok_ptrs = (dok_ptr + head * stride_dokh + d64[None, :] * stride_dokd
                     + offs_mb[:, None] * stride_dokt)
-        sq_ptrs = sq_ptr + head * stride_sqh
-        sdo_ptrs = sdo_ptr + head * stride_sqh
+        qrow_ptrs = qrow_ptr + head * stride_rh  # FP8: [T, QROW] rows (lse2, delta, sQ, sdO)
         lse_ptrs = lse_ptr + head * stride_lh
         delta_ptrs = delta_ptr + head * stride_lh
         for m in range(lo, full_lo):
             dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
-                                sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
+                                qrow_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
                                 total, BLOCK_M, True, IS_FP8, QK_BF16, FP8_MMA, PART)
         for m in range(full_lo, full_hi):
             dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
-                                sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
+                                qrow_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
                                 total, BLOCK_M, False, IS_FP8, QK_BF16, FP8_MMA, PART)
         for m in range(full_hi, hi):
             dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
-                                sq_ptrs, sdo_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
+                                qrow_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
                                 m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
                                 total, BLOCK_M, True, IS_FP8, QK_BF16, FP8_MMA, PART)
 
@@ -752,7 +779,8 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     bf16. FP8 (``fp8`` given): q, k, v are the E4M3 tensors and ``fp8`` = {"do8": E4M3 dO,
     "qt", "kt", "dot": token-contiguous copies [H, D, T_pad] of Q, K, dO (zero-padded, see
     quantize.token_major_copy); "sq", "sk", "sv", "sdo":
-    scales [H, T]}.
+    scales [H, T]}. The FP8 dK/dV kernels read lse2, delta, sQ, sdO as rows of one [Hq, T, QROW]
+    array that the delta kernel writes.
     """
     do = do if do.stride(-1) == 1 else do.contiguous()
     _check_unit_d(q, k, v, o)
@@ -761,12 +789,16 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     # delta = rowsum(dO * O) in fp32 (FlashAttention), from the dO that dP is computed from.
     delta = empty((hq, total), dtype=torch.float32, device=q.device)
     block_t = 32 if INTERPRET else 64
-    do_delta, sdo_delta = (fp8["do8"], fp8["sdo"]) if fp8 is not None else (do, delta)
-    assert sdo_delta.stride(0) == delta.stride(0)
+    if fp8 is not None:  # dO8 and the per-query rows of the FP8 dK/dV kernels (QROW)
+        do_delta, sdo, sq = fp8["do8"], fp8["sdo"], fp8["sq"]
+        qrow = empty((hq, total, QROW), dtype=torch.float32, device=q.device)
+    else:
+        do_delta, sdo, sq, qrow = do, delta, delta, delta  # sdo, sq, qrow unused
+    assert sdo.stride(0) == sq.stride(0) == lse.stride(0) == delta.stride(0)
     _attn_bwd_delta_kernel[(triton.cdiv(total, block_t), hq)](
-        o, do_delta, sdo_delta, delta, o.stride(0), o.stride(1), do_delta.stride(0),
-        do_delta.stride(1), delta.stride(0), total, HEAD_DIM=d, BLOCK_T=block_t,
-        IS_FP8=fp8 is not None,
+        o, do_delta, sdo, lse, sq, delta, qrow, o.stride(0), o.stride(1), do_delta.stride(0),
+        do_delta.stride(1), delta.stride(0), qrow.stride(0), total, HEAD_DIM=d,
+        BLOCK_T=block_t, IS_FP8=fp8 is not None,
     )
     grads = [empty(t.shape, dtype=torch.bfloat16, device=q.device) for t in (q, k, v)]
     dq, dk, dv = grads
@@ -789,10 +821,10 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     bm, bn = bwd_blocks(d, is_fp8)
     for part in dkdv_parts(is_fp8):
         _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
-            q, k, v, do_in, qt, dot, sq, sk, sv, sdo, lse, delta, dk, dv, seg_end, order_dkdv,
+            q, k, v, do_in, qt, dot, qrow, sk, sv, lse, delta, dk, dv, seg_end, order_dkdv,
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-            do_in.stride(0), do_in.stride(1), *tcopy(qt), *tcopy(dot), *s_strides,
-            dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1), lse.stride(0),
+            do_in.stride(0), do_in.stride(1), *tcopy(qt), *tcopy(dot), qrow.stride(0),
+            s_strides[1], dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1), lse.stride(0),
             total, qk_scale, softmax_scale,
             H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8,
             QK_BF16=qk_bf16, FP8_MMA=fp8_mma, PART=part,
