@@ -41,7 +41,8 @@ slower: 0.94 -> 0.99 ms, lognormal 1k; bench/results/fp8_sweep_20261203-1530_H20
 
 Verified: interpreter tier (tests/test_kernels.py, tests/test_kernels_fp8.py) on CPU; GPU tier
 on the H200 (sm_90) with triton 3.6 (bench/attention.py, tests/test_kernels_fp8.py and
-tests/test_api.py, both dK/dV modes), last on 2026-12-03 at 67cedb7.
+tests/test_api.py, both dK/dV modes): all of them on 2026-12-03 at a2a1afb, the FP8 kernel tests
+again at f8de224 (the packed per-query rows of the FP8 dK/dV kernels).
 """
 
 from __future__ import annotations
