@@ -465,7 +465,7 @@ def _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, qrow
         lse, delta, sq_m, sdo_m = _split4(_load(rows, row_ok[:, None], 0.0, MASKED))
     else:
         lse = _load(lse_ptrs + offs_m, row_ok, 0.0, MASKED)
-        delta = None  # loaded below, next to dO (fewer spills with triton 3.6)
+        delta = None  # loaded below, next to dO
         sq_m = None
         sdo_m = None
     # Base-2 logits S^T = yT * c_k[:, None] [BLOCK_N, BLOCK_M], c_k = sK * softmax scale * log2(e)
@@ -474,7 +474,8 @@ def _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, qrow
     if MASKED:
         visible = (offs_m[None, :] >= offs_n[:, None]) & (offs_m[None, :] < seg_end_n[:, None])
         pT = tl.where(visible, pT, 0.0)
-    # dO and delta feed dP^T (unused, and not loaded, by the dV-only FP8 kernel)
+    # dO feeds dP^T (unused, hence not loaded, by the dV-only FP8 kernel). BF16 loads delta here,
+    # next to dO: loaded at the top it adds spills (triton 3.6).
     do = _load(do_ptrs + shift * stride_dot, row_ok[:, None], 0.0, MASKED)  # [BLOCK_M, D]
     if not IS_FP8:
         delta = _load(delta_ptrs + offs_m, row_ok, 0.0, MASKED)
@@ -789,34 +790,30 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     hkv = k.shape[1]
     # delta = rowsum(dO * O) in fp32 (FlashAttention), from the dO that dP is computed from.
     delta = empty((hq, total), dtype=torch.float32, device=q.device)
-    block_t = 32 if INTERPRET else 64
-    if fp8 is not None:  # dO8 and the per-query rows of the FP8 dK/dV kernels (QROW)
-        do_delta, sdo, sq = fp8["do8"], fp8["sdo"], fp8["sq"]
-        qrow = empty((hq, total, QROW), dtype=torch.float32, device=q.device)
-    else:
-        do_delta, sdo, sq, qrow = do, delta, delta, delta  # sdo, sq, qrow unused
-    assert sdo.stride(0) == sq.stride(0) == lse.stride(0) == delta.stride(0)
-    _attn_bwd_delta_kernel[(triton.cdiv(total, block_t), hq)](
-        o, do_delta, sdo, lse, sq, delta, qrow, o.stride(0), o.stride(1), do_delta.stride(0),
-        do_delta.stride(1), delta.stride(0), qrow.stride(0), total, HEAD_DIM=d,
-        BLOCK_T=block_t, IS_FP8=fp8 is not None,
-    )
-    grads = [empty(t.shape, dtype=torch.bfloat16, device=q.device) for t in (q, k, v)]
-    dq, dk, dv = grads
     is_fp8 = fp8 is not None
     qk_bf16 = is_fp8 and fp8.get("qk_bf16", False)  # nvfp4_fp8: Q, K data held in bf16
     if is_fp8:
         do_in = fp8["do8"]
         qt, kt, dot = fp8["qt"], fp8["kt"], fp8["dot"]
         sq, sk, sv, sdo = fp8["sq"], fp8["sk"], fp8["sv"], fp8["sdo"]
+        qrow = empty((hq, total, QROW), dtype=torch.float32, device=q.device)
         tcopy = lambda t: (1, t.stride(0), t.stride(1))  # token, head, dim strides of [H, D, T_pad]
         s_strides = (sq.stride(0), sk.stride(0))
     else:
         do_in = do
         qt = kt = dot = q  # unused (IS_FP8=False)
-        sq = sk = sv = sdo = delta
+        sq = sk = sv = sdo = qrow = delta
         tcopy = lambda t: (0, 0, 0)
         s_strides = (0, 0)
+    block_t = 32 if INTERPRET else 64
+    assert sdo.stride(0) == sq.stride(0) == lse.stride(0) == delta.stride(0)
+    _attn_bwd_delta_kernel[(triton.cdiv(total, block_t), hq)](
+        o, do_in, sdo, lse, sq, delta, qrow, o.stride(0), o.stride(1), do_in.stride(0),
+        do_in.stride(1), delta.stride(0), qrow.stride(0), total, HEAD_DIM=d,
+        BLOCK_T=block_t, IS_FP8=is_fp8,
+    )
+    grads = [empty(t.shape, dtype=torch.bfloat16, device=q.device) for t in (q, k, v)]
+    dq, dk, dv = grads
     qk_scale = softmax_scale * LOG2E
     fp8_mma = fp8_mma_mode() if is_fp8 else 0
     bm, bn = bwd_blocks(d, is_fp8)
