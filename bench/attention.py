@@ -13,6 +13,8 @@ reported separately.
 
 Providers:
     flamia-bf16  flamia.attention(recipe="bf16", impl="triton")
+    flamia-bf16 (fused dQ)  the same with FLAMIA_DQ=fused: dQ accumulated by the dK/dV kernel in
+                 a fixed order (no dQ kernel; see flamia.kernels.attention.dq_fused)
     flamia-mxfp8 flamia.attention(recipe="mxfp8", impl="triton"), quantization included
     flamia-nvfp4_fp8 (emulated NVFP4): recipe="nvfp4_fp8"; Hopper has no FP4 MMA, so its QK^T,
                  dQ and dK run as bf16 MMAs on the exact NVFP4 values (PV, dP, dV on FP8 units)
@@ -279,6 +281,7 @@ def prep_cudnn_thd(q, k, v, cu, lengths, L):
 
 PROVIDERS = {
     "flamia-bf16": prep_flamia,
+    "flamia-bf16 (fused dQ)": prep_flamia,
     "flamia-mxfp8": prep_flamia_mxfp8,
     # NVFP4 Q/K are emulated on Hopper: QK^T, dQ, dK run as bf16 MMAs on exact NVFP4 values
     "flamia-nvfp4_fp8 (emulated NVFP4)": prep_flamia_nvfp4,
@@ -288,6 +291,26 @@ PROVIDERS = {
     "cudnn-thd": prep_cudnn_thd,
 }
 BASELINES = ("flex", "varlen", "cudnn-dense", "cudnn-thd")
+# Environment a provider is checked, timed and profiled under (the kernels read it at launch).
+PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"}}
+
+
+class provider_env:
+    """Sets a provider's PROVIDER_ENV variables for the duration of its measurement."""
+
+    def __init__(self, name):
+        self.env = PROVIDER_ENV.get(name, {})
+
+    def __enter__(self):
+        self.saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 # Correctness gate before timing (relative L2 error vs the fp32 reference): bf16 providers sit
 # near 3e-3; FP8 recipes sit near their input-quantization floor (~4-6%, DESIGN.md s6), so their
 # gate only proves that attention is computed; their precision is the accuracy table's job.
@@ -446,23 +469,25 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
     for name in providers:
         row = {"workload": dist, "rows": rows, "L": L, "Hq": hq, "Hkv": hkv, "D": d,
                "segments": len(lengths), "provider": name}
-        try:
-            fn = PROVIDERS[name](q, k, v, cu, lengths, L)
-            errs = check(fn, q, k, v, do, ref)
-            row["rel_err"] = errs
-            print(f"  {dist} {name}: checked, rel err " +
-                  " ".join(f"{n} {e:.1e}" for n, e in errs.items()), flush=True)
-            if max(errs.values()) > CHECK_TOL.get(name, tol):
-                row["error"] = f"failed correctness check (rel err {errs}), not timed"
-            else:
-                fwd, both = time_provider(fn, q, k, v, do)
-                row.update(fwd_ms=fwd, fwd_bwd_ms=both, bwd_ms=both - fwd,
-                           fwd_tflops=flops / fwd * 1e-9, bwd_tflops=2.5 * flops / (both - fwd) * 1e-9,
-                           fwd_bwd_tflops=3.5 * flops / both * 1e-9)
-                if profile and name.startswith("flamia"):
-                    row["profile_ms"] = kernel_profile(fn, q, k, v, do)
-        except Exception as e:  # a provider that cannot run this workload is reported, not hidden
-            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        with provider_env(name):
+            try:
+                fn = PROVIDERS[name](q, k, v, cu, lengths, L)
+                errs = check(fn, q, k, v, do, ref)
+                row["rel_err"] = errs
+                print(f"  {dist} {name}: checked, rel err " +
+                      " ".join(f"{n} {e:.1e}" for n, e in errs.items()), flush=True)
+                if max(errs.values()) > CHECK_TOL.get(name, tol):
+                    row["error"] = f"failed correctness check (rel err {errs}), not timed"
+                else:
+                    fwd, both = time_provider(fn, q, k, v, do)
+                    row.update(fwd_ms=fwd, fwd_bwd_ms=both, bwd_ms=both - fwd,
+                               fwd_tflops=flops / fwd * 1e-9,
+                               bwd_tflops=2.5 * flops / (both - fwd) * 1e-9,
+                               fwd_bwd_tflops=3.5 * flops / both * 1e-9)
+                    if profile and name.startswith("flamia"):
+                        row["profile_ms"] = kernel_profile(fn, q, k, v, do)
+            except Exception as e:  # a provider that cannot run this workload is reported, not hidden
+                row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
         results.append(row)
         torch.cuda.empty_cache()
     # Per-batch plan cost of flamia (outside the timed call, amortized over layers).

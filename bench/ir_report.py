@@ -28,14 +28,19 @@ KERNELS = {  # name -> (kernel, its tile table entry in flamia.kernels.attention
 # recipes' default pair of a dV-only and a dK-only kernel.
 DKDV_PARTS = {"dkdv": 0, "dkdv_dv": 1, "dkdv_dk": 2}
 KERNELS.update({name: KERNELS["dkdv"] for name in DKDV_PARTS if name != "dkdv"})
+# BF16's dK/dV kernel that also accumulates dQ (FLAMIA_DQ=fused, DQ_FUSED).
+KERNELS["dkdv_dq"] = KERNELS["dkdv"]
 
 
 def fp8_variants(name: str) -> tuple[bool, ...]:
-    """The IS_FP8 variants a report compiles for a kernel name: the dK/dV parts are FP8-only."""
+    """The IS_FP8 variants a report compiles for a kernel name: the dK/dV parts are FP8-only,
+    the fused-dQ dK/dV kernel BF16-only."""
+    if name == "dkdv_dq":
+        return (False,)
     return (True,) if DKDV_PARTS.get(name, 0) else (False, True)
 DATA_PTRS = ("q_ptr", "k_ptr", "v_ptr", "do_ptr", "qk_ptr", "dok_ptr", "kk_ptr")
 OUT_PTRS = ("o_ptr", "dk_ptr", "dv_ptr", "dq_ptr")
-INT_PTRS = ("seg_start_ptr", "seg_end_ptr", "order_ptr")
+INT_PTRS = ("seg_start_ptr", "seg_end_ptr", "order_ptr", "sem_ptr")
 
 
 def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16,
@@ -49,8 +54,9 @@ def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16,
     fn = kernel.fn  # under the autotuner
     consts = dict(H_Q=heads, H_KV=heads, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
                   IS_FP8=fp8, QK_BF16=False, FP8_MMA=mma if fp8 else 0)
-    if name in DKDV_PARTS:
-        consts["PART"] = DKDV_PARTS[name]
+    if name in DKDV_PARTS or name == "dkdv_dq":
+        consts["PART"] = DKDV_PARTS.get(name, 0)
+        consts["DQ_FUSED"] = name == "dkdv_dq"
     if fp8:
         consts.update({s: 1 for s in unit_strides})
     elif name == "fwd":

@@ -51,20 +51,37 @@ def _query_tile_work(seg_start, total, block_m, block_n):
     return hi - lo
 
 
-def _key_tile_work(seg_end, total, block_m, block_n):
+def _key_tile_ranges(seg_end, total, block_m, block_n):
+    """[lo, hi): the query tiles each key tile visits (as in the dK/dV kernel)."""
     starts = torch.arange(0, total, block_n, device=seg_end.device)
     last = torch.clamp(starts + block_n, max=total) - 1
-    hi = (seg_end[last] + block_m - 1) // block_m
-    return hi - starts // block_m
+    return starts // block_m, (seg_end[last] + block_m - 1) // block_m
 
 
 def _longest_first(work):
     return torch.argsort(work, descending=True, stable=True).to(torch.int32)
 
 
+def _ordered_longest_first(lo, hi):
+    """Longest first for the dK/dV kernel that adds dQ in key-tile order (FLAMIA_DQ=fused): a key
+    tile waits for the earlier key tiles that share a query tile with it, so these must launch
+    first, or a waiting program could hold an SM that the tile it waits for needs. Key tiles that
+    share query tiles form runs of consecutive tiles (chains: tile n and n + 1 share one iff
+    hi[n] > lo[n + 1]); each tile is ranked by the largest work at or after it in its chain, which
+    keeps every chain in increasing order (stable sort) and is longest first otherwise."""
+    work = hi - lo
+    chain = torch.zeros_like(work)
+    chain[1:] = torch.cumsum((hi[:-1] <= lo[1:]).to(work.dtype), 0)
+    # Suffix maximum within each chain: one cummax over the reversed tiles, with each chain
+    # lifted above all chains after it so that the maximum never crosses into an earlier chain.
+    lift = (chain[-1] + 1 - chain) * (work.max() + 1)
+    rank = torch.cummax((lift + work).flip(0), 0).values.flip(0) - lift
+    return _longest_first(rank)
+
+
 @torch.library.custom_op("flamia::batch_plan", mutates_args=())
 def _batch_plan_op(
-    cu_seqlens: torch.Tensor, total: int, head_dim: int, fp8: bool
+    cu_seqlens: torch.Tensor, total: int, head_dim: int, fp8: bool, dq_fused: bool
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """An opaque op, so that torch.compile treats the plan as one call (inductor need not lower
     searchsorted / stable argsort)."""
@@ -76,17 +93,18 @@ def _batch_plan_op(
     fm, fn = K.fwd_blocks(head_dim, fp8)
     bm, bn = K.bwd_blocks(head_dim, fp8)
     qm, qn = K.dq_blocks(head_dim, fp8)
+    lo, hi = _key_tile_ranges(seg_end, total, bm, bn)
     return (
         seg_start.to(torch.int32),
         seg_end.to(torch.int32),
         _longest_first(_query_tile_work(seg_start, total, fm, fn)),
-        _longest_first(_key_tile_work(seg_end, total, bm, bn)),
+        _ordered_longest_first(lo, hi) if dq_fused else _longest_first(hi - lo),
         _longest_first(_query_tile_work(seg_start, total, qm, qn)),
     )
 
 
 @_batch_plan_op.register_fake
-def _(cu_seqlens, total, head_dim, fp8):
+def _(cu_seqlens, total, head_dim, fp8, dq_fused):
     n_tiles = lambda block: -(-total // block)
     i32 = lambda n: cu_seqlens.new_empty((n,), dtype=torch.int32)
     return (i32(total), i32(total), i32(n_tiles(K.fwd_blocks(head_dim, fp8)[0])),
@@ -97,7 +115,7 @@ def _(cu_seqlens, total, head_dim, fp8):
 def batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int,
                fp8: bool = False) -> BatchPlan:
     """The plan for the BF16 kernels, or for the FP8 kernels (fp8=True)."""
-    return BatchPlan(*_batch_plan_op(cu_seqlens, total, head_dim, fp8))
+    return BatchPlan(*_batch_plan_op(cu_seqlens, total, head_dim, fp8, K.dq_fused(fp8)))
 
 
 _plans = TensorCache()
@@ -108,7 +126,7 @@ def cached_batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int,
     """``batch_plan``, once per cu_seqlens tensor (see flamia._tensor_cache)."""
     if torch.compiler.is_compiling():
         return batch_plan(cu_seqlens, total, head_dim, fp8)
-    key = (total, head_dim, fp8, K.plan_blocks(head_dim, fp8))
+    key = (total, head_dim, fp8, K.plan_blocks(head_dim, fp8), K.dq_fused(fp8))
     plan = _plans.get(cu_seqlens, key)
     if plan is None:
         plan = _plans.put(cu_seqlens, key, batch_plan(cu_seqlens, total, head_dim, fp8))

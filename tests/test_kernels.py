@@ -86,7 +86,9 @@ def test_bf16_kernel_close_to_reference_recipe():
         assert rel < 4e-3, f"{name}: relative difference {rel:.2e} to the reference recipe"
 
 
-def test_bf16_kernel_does_not_leak():
+@pytest.mark.parametrize("dq_mode", K.DQ_MODES)
+def test_bf16_kernel_does_not_leak(dq_mode, monkeypatch):
+    monkeypatch.setenv("FLAMIA_DQ", dq_mode)
     total = 192 if DEVICE == "cpu" else 2048
     cu = adversarial_cu_seqlens(total, device=DEVICE)
     q, k, v, do = rand_qkvdo(total, HQ, 2, 64, seed=4, device=DEVICE)
@@ -137,3 +139,103 @@ def test_autotune_config_strings():
     assert (c.num_warps, c.num_stages, c.maxnreg) == (8, 2, None)
     with pytest.raises(ValueError, match="accepted"):
         K._parse_config("8y2")
+
+
+# ------------------------------------------------------------------------------------------
+# dQ accumulated by the dK/dV kernel in a fixed order (FLAMIA_DQ=fused)
+# ------------------------------------------------------------------------------------------
+
+DQ_CASES = CPU_CASES if DEVICE == "cpu" else [([1, 7, 129, 1000, 4001, 63], 16, 4, 128),
+                                               ([300] * 20 + [37, 8192], 8, 8, 64)]
+
+
+def _grads(lengths, hq, hkv, d, mode, monkeypatch, seed=0):
+    monkeypatch.setenv("FLAMIA_DQ", mode)
+    q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=seed, device=DEVICE)
+    return attention_forward_backward(_triton, q, k, v, do, _cu(lengths, DEVICE))
+
+
+@pytest.mark.parametrize("lengths,hq,hkv,d", DQ_CASES)
+def test_fused_dq_matches_dq_kernel(lengths, hq, hkv, d, poisoned, monkeypatch):
+    """Both modes add the same per-tile products. Interpreter (fp32 math, one tile shape): the
+    same bits. GPU: the dQ kernel sums a query tile's 64-key products inside the MMA, the fused
+    mode sums 128-key products in memory, so they differ by accumulation order only; and the
+    fused mode gives the same bits on every run (the order is fixed)."""
+    separate = _grads(lengths, hq, hkv, d, "separate", monkeypatch)
+    fused = _grads(lengths, hq, hkv, d, "fused", monkeypatch)
+    again = _grads(lengths, hq, hkv, d, "fused", monkeypatch)
+    for name, a, b, c in zip("O dQ dK dV".split(), separate, fused, again):
+        assert torch.isfinite(b).all(), f"{name}: non-finite (unwritten?) elements"
+        assert torch.equal(b, c), f"{name}: two runs of the fused mode differ"
+        if DEVICE == "cpu" or name != "dQ":
+            assert torch.equal(a, b), f"{name} differs between the dQ modes"
+        else:
+            rel = (a.float() - b.float()).norm() / a.float().norm()
+            assert rel < 4e-3, f"dQ: relative difference {rel:.2e} between the dQ modes"
+
+
+@pytest.mark.interpret
+def test_fused_dq_out_of_order_is_caught(monkeypatch):
+    """The check behind the ordered adds can fail: a launch order that puts later key tiles
+    first makes the interpreter's dQ NaN (on the GPU such an order could hang, so it is not
+    run there)."""
+    if DEVICE == "cuda":
+        pytest.skip("interpreter tier")
+    from flamia import ops
+
+    monkeypatch.setenv("FLAMIA_DQ", "fused")
+    lengths = [1, 7, 129, 63, 100]
+    q, k, v, do = rand_qkvdo(sum(lengths), 4, 2, 64, seed=1)
+    plan = ops.batch_plan(_cu(lengths, "cpu"), sum(lengths), 64)
+    o, lse = ops.attention_fwd(q, k, v, plan.seg_start, plan.seg_end, plan.order_fwd,
+                               plan.order_dkdv, plan.order_dq, 0.125, "bf16")
+    bwd = lambda order: K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end,
+                                        order, plan.order_dq, 0.125)
+    assert torch.isfinite(bwd(plan.order_dkdv)[0]).all()
+    assert torch.isnan(bwd(plan.order_dkdv.flip(0).contiguous())[0]).any()
+
+
+def _shared_query_tile(lo, hi, a, b):
+    return max(lo[a], lo[b]) < min(hi[a], hi[b])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fused_dq_launch_order_keeps_shared_tiles_in_order(seed):
+    """Dependency-safe longest first: whenever two key tiles see a common query tile, the
+    earlier one launches first; tiles of separate chains go longest chain first."""
+    from flamia.ops import _key_tile_ranges, _ordered_longest_first
+
+    gen = torch.Generator().manual_seed(seed)
+    lengths = []
+    for _ in range(5):  # groups of documents ending on the 128-token key-tile grid: chain breaks
+        group = torch.randint(1, 700, (3,), generator=gen).tolist()
+        lengths += group + [128 - sum(group) % 128]
+    lengths += [2000, 1, 64]
+    total = sum(lengths)
+    seg = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+    ends = torch.cumsum(torch.tensor(lengths), 0)
+    lo, hi = _key_tile_ranges(ends[seg], total, 64, 128)
+    order = _ordered_longest_first(lo, hi).tolist()
+    assert sorted(order) == list(range(lo.numel()))
+    assert (hi[:-1] <= lo[1:]).sum() >= 5  # several chains
+    place = {tile: i for i, tile in enumerate(order)}
+    lo, hi = lo.tolist(), hi.tolist()
+    for a in range(len(lo)):
+        for b in range(a + 1, len(lo)):
+            if _shared_query_tile(lo, hi, a, b):
+                assert place[a] < place[b], (a, b)
+    # The first launch is the first tile of the chain (run of tiles linked by shared query
+    # tiles) that holds the longest tile.
+    work = [h - l for l, h in zip(lo, hi)]
+    first, longest = order[0], work.index(max(work))
+    assert first <= longest
+    assert all(_shared_query_tile(lo, hi, n, n + 1) for n in range(first, longest))
+    assert first == 0 or not _shared_query_tile(lo, hi, first - 1, first)
+
+
+def test_dq_mode_rejects_unknown_values(monkeypatch):
+    monkeypatch.setenv("FLAMIA_DQ", "atomic")
+    with pytest.raises(ValueError, match="accepted"):
+        K.dq_fused(False)
+    monkeypatch.setenv("FLAMIA_DQ", "fused")
+    assert K.dq_fused(False) and not K.dq_fused(True)  # FP8 recipes keep their dQ kernel

@@ -451,11 +451,13 @@ def _split4(x):
 
 @triton.jit
 def _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, qrow_ptrs,
-               lse_ptrs, delta_ptrs, offs_n, seg_end_n, start_m, stride_qt, stride_dot,
-               stride_qkt, stride_dokt, total,
-               BLOCK_M: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
-               QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr, PART: tl.constexpr):
-    """One query tile's contribution to dK and dV (PART == 0), to dV only (1) or dK only (2)."""
+               lse_ptrs, delta_ptrs, dqa_ptrs, sem_ptrs, seg_start_ptr, tile, offs_n, seg_end_n,
+               start_m, stride_qt, stride_dot, stride_qkt, stride_dokt, stride_dqat, total,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+               IS_FP8: tl.constexpr, QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr,
+               PART: tl.constexpr, DQ_FUSED: tl.constexpr):
+    """One query tile's contribution to dK and dV (PART == 0), to dV only (1) or dK only (2),
+    and with DQ_FUSED its contribution dS K to dQ (_ordered_dq_add)."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     row_ok = offs_m < total
     shift = tl.cast(start_m, tl.int64)
@@ -500,25 +502,72 @@ def _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, qrow
     else:
         dv = _dot(_bf16(pT), do, dv)
         dpT_delta = _rhs_scaled_dot(v, tl.trans(do), None, IS_FP8, False, FP8_MMA) - delta[None, :]
-        dk = _dot(_bf16(pT * dpT_delta), tl.trans(qT), dk)
+        dsT = _bf16(pT * dpT_delta)
+        dk = _dot(dsT, tl.trans(qT), dk)
+        if DQ_FUSED:
+            _ordered_dq_add(_dot(tl.trans(dsT), k), dqa_ptrs + shift * stride_dqat, row_ok,
+                            sem_ptrs + start_m // BLOCK_M,
+                            tile - tl.load(seg_start_ptr + start_m) // BLOCK_N, MASKED)
     return dk, dv
 
 
+@triton.jit
+def _ordered_dq_add(dq_part, dqa_ptrs, row_ok, sem_ptr, rank, MASKED: tl.constexpr):
+    """dQ[query tile] += dq_part (fp32, in memory), in a fixed order: the key tiles that see a
+    query tile add their parts in increasing key-tile order, so dQ is the same bits on every run
+    (a plain atomic accumulation is not, and the bitwise gradient-causality probe would report
+    its run-to-run noise as a leak). ``sem_ptr``: the query tile's counter of parts added so far;
+    ``rank``: this key tile's place among the query tile's key tiles (0 for the first). The
+    program waits until the counter reaches its rank, adds, then releases the next one. This
+    needs every key tile a program waits for to be launched before it: the dK/dV launch order
+    (flamia.ops, dq_fused plans) keeps the key tiles that share a query tile in increasing
+    order, and the grid runs one kv head's tiles in launch order."""
+    if IS_INTERPRETER:
+        # Programs run one after another here, so a wait could never end: a part added out of
+        # order turns dQ into NaN instead (tests check that this happens for a bad order).
+        in_order = tl.atomic_add(sem_ptr, 0) == rank
+        tl.atomic_add(dqa_ptrs, tl.where(in_order, dq_part, float("nan")), mask=row_ok[:, None])
+        tl.atomic_add(sem_ptr, 1)
+    else:
+        # Every thread of the program adds its own 1 to the counter after its own part (release:
+        # its adds are visible before its increment), so rank r is reached at r * threads, and
+        # no CTA barrier is needed (a barrier in the loop stops triton from software-pipelining
+        # the loads of the loop over query tiles, bench/sass_report; so would a triton while
+        # loop, hence the wait as one asm loop).
+        count = tl.inline_asm_elementwise(
+            "{ .reg .pred p; .reg .b32 n, want; mov.u32 n, %ntid.x; mul.lo.s32 want, $2, n; "
+            "WAIT: ld.acquire.gpu.global.b32 $0, [$1]; setp.ne.s32 p, $0, want; @p bra WAIT; "
+            "div.s32 $0, $0, n; }",
+            "=r,l,r", [sem_ptr, rank], dtype=tl.int32, is_pure=False, pack=1)
+        # The adds depend on the value read, so they are not issued before the wait ends.
+        in_order = count == rank
+        if MASKED:
+            in_order = in_order & row_ok[:, None]
+        tl.atomic_add(dqa_ptrs, dq_part, mask=in_order, sem="relaxed")
+        tl.inline_asm_elementwise(
+            "{ mov.u32 $0, 0; red.release.gpu.global.add.s32 [$1], 1; }",
+            "=r,l", [sem_ptr], dtype=tl.int32, is_pure=False, pack=1)
+
+
+# reset_to_zero: every timed run of the autotuner starts from a zero dQ accumulator and zero
+# counters (DQ_FUSED), else the second run would wait for counts the first one already passed.
 @triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16",
-                                          "FP8_MMA", "PART"])
+                                          "FP8_MMA", "PART", "DQ_FUSED"],
+                 reset_to_zero=["dqa_ptr", "sem_ptr"])
 @triton.jit
 def _attn_bwd_dkdv_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, qk_ptr, dok_ptr, qrow_ptr, sk_ptr, sv_ptr,
-    lse_ptr, delta_ptr, dk_ptr, dv_ptr, seg_end_ptr, order_ptr,
+    lse_ptr, delta_ptr, dk_ptr, dv_ptr, dqa_ptr, sem_ptr, seg_start_ptr, seg_end_ptr, order_ptr,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_dot, stride_doh,
     stride_qkt, stride_qkh, stride_qkd, stride_dokt, stride_dokh, stride_dokd,
     stride_rh, stride_skh, stride_dkt, stride_dkh, stride_dvt, stride_dvh, stride_lh,
-    total, qk_scale, sm_scale,
+    stride_dqat, stride_dqah, stride_semh, total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
-    FP8_MMA: tl.constexpr, PART: tl.constexpr,
+    FP8_MMA: tl.constexpr, PART: tl.constexpr, DQ_FUSED: tl.constexpr,
 ):
-    """dK and dV of one key tile (PART == 0), or only dV (1) or only dK (2): see dkdv_parts."""
+    """dK and dV of one key tile (PART == 0), or only dV (1) or only dK (2): see dkdv_parts.
+    DQ_FUSED (BF16): also dS K into the fp32 dQ accumulator dqa [T, Hq, D] (see dq_mode)."""
     kv_head = tl.program_id(0)
     tile = tl.load(order_ptr + tl.program_id(1))
     start_n = tile * BLOCK_N
@@ -564,21 +613,26 @@ def _attn_bwd_dkdv_kernel(
         qrow_ptrs = qrow_ptr + head * stride_rh  # FP8: [T, QROW] rows (lse2, delta, sQ, sdO)
         lse_ptrs = lse_ptr + head * stride_lh
         delta_ptrs = delta_ptr + head * stride_lh
+        dqa_ptrs = dqa_ptr + head * stride_dqah + offs_d[None, :] + offs_mb[:, None] * stride_dqat
+        sem_ptrs = sem_ptr + head * stride_semh
         for m in range(lo, full_lo):
             dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
-                                qrow_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
-                                m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, BLOCK_M, True, IS_FP8, QK_BF16, FP8_MMA, PART)
+                                qrow_ptrs, lse_ptrs, delta_ptrs, dqa_ptrs, sem_ptrs,
+                                seg_start_ptr, tile, offs_n, seg_end_n, m * BLOCK_M, stride_qt,
+                                stride_dot, stride_qkt, stride_dokt, stride_dqat, total, BLOCK_M,
+                                BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA, PART, DQ_FUSED)
         for m in range(full_lo, full_hi):
             dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
-                                qrow_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
-                                m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, BLOCK_M, False, IS_FP8, QK_BF16, FP8_MMA, PART)
+                                qrow_ptrs, lse_ptrs, delta_ptrs, dqa_ptrs, sem_ptrs,
+                                seg_start_ptr, tile, offs_n, seg_end_n, m * BLOCK_M, stride_qt,
+                                stride_dot, stride_qkt, stride_dokt, stride_dqat, total, BLOCK_M,
+                                BLOCK_N, False, IS_FP8, QK_BF16, FP8_MMA, PART, DQ_FUSED)
         for m in range(full_hi, hi):
             dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
-                                qrow_ptrs, lse_ptrs, delta_ptrs, offs_n, seg_end_n,
-                                m * BLOCK_M, stride_qt, stride_dot, stride_qkt, stride_dokt,
-                                total, BLOCK_M, True, IS_FP8, QK_BF16, FP8_MMA, PART)
+                                qrow_ptrs, lse_ptrs, delta_ptrs, dqa_ptrs, sem_ptrs,
+                                seg_start_ptr, tile, offs_n, seg_end_n, m * BLOCK_M, stride_qt,
+                                stride_dot, stride_qkt, stride_dokt, stride_dqat, total, BLOCK_M,
+                                BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA, PART, DQ_FUSED)
 
     if PART != 1:
         dk = dk * sm_scale
@@ -732,6 +786,22 @@ def dkdv_parts(is_fp8: bool) -> tuple[int, ...]:
     return (1, 2) if is_fp8 and mode == "split" else (0,)
 
 
+DQ_MODES = ("separate", "fused")
+
+
+def dq_fused(is_fp8: bool) -> bool:
+    """Whether dQ is accumulated by the dK/dV kernel (BF16 only): FLAMIA_DQ=fused|separate, read
+    at every launch and by the batch plan (the fused mode needs its own dK/dV launch order).
+    "separate": a dQ kernel over query tiles recomputes S and dP (7 matmuls per backward step
+    pair instead of 5) and sums dQ in registers. "fused": the dK/dV kernel adds dS K of each
+    (key tile, query tile) pair into an fp32 dQ accumulator in memory, in increasing key-tile
+    order per query tile (_ordered_dq_add), so the result is deterministic."""
+    mode = os.environ.get("FLAMIA_DQ", "separate")
+    if mode not in DQ_MODES:
+        raise ValueError(f"FLAMIA_DQ={mode!r}; accepted: {DQ_MODES}")
+    return mode == "fused" and not is_fp8
+
+
 def _check_unit_d(*ts):
     for t in ts:
         assert t.stride(-1) == 1, "head dim must be contiguous"
@@ -817,16 +887,27 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     qk_scale = softmax_scale * LOG2E
     fp8_mma = fp8_mma_mode() if is_fp8 else 0
     bm, bn = bwd_blocks(d, is_fp8)
+    fused_dq = dq_fused(is_fp8)
+    if fused_dq:  # fp32 dQ accumulator and one counter per (query head, query tile)
+        dqa = torch.zeros((total, hq, d), dtype=torch.float32, device=q.device)
+        sem = torch.zeros((hq, triton.cdiv(total, bm)), dtype=torch.int32, device=q.device)
+    else:
+        dqa, sem = delta, delta  # unused
     for part in dkdv_parts(is_fp8):
         _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
-            q, k, v, do_in, qt, dot, qrow, sk, sv, lse, delta, dk, dv, seg_end, order_dkdv,
+            q, k, v, do_in, qt, dot, qrow, sk, sv, lse, delta, dk, dv, dqa, sem, seg_start,
+            seg_end, order_dkdv,
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
             do_in.stride(0), do_in.stride(1), *tcopy(qt), *tcopy(dot), qrow.stride(0),
             s_strides[1], dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1), lse.stride(0),
-            total, qk_scale, softmax_scale,
+            dqa.stride(0), dqa.stride(1), sem.stride(0), total, qk_scale, softmax_scale,
             H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8,
-            QK_BF16=qk_bf16, FP8_MMA=fp8_mma, PART=part,
+            QK_BF16=qk_bf16, FP8_MMA=fp8_mma, PART=part, DQ_FUSED=fused_dq,
         )
+    if fused_dq:
+        # The dQ kernel's last step, on the accumulated sum: scale in fp32, round to bf16.
+        dq.copy_(dqa.mul_(softmax_scale))
+        return dq, dk, dv
     bm, bn = dq_blocks(d, is_fp8)
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
         q, k, v, do_in, kt, sq, sk, sv, sdo, lse, delta, dq, seg_start, order_dq,
