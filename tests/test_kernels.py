@@ -239,3 +239,34 @@ def test_dq_mode_rejects_unknown_values(monkeypatch):
         K.dq_fused(False)
     monkeypatch.setenv("FLAMIA_DQ", "fused")
     assert K.dq_fused(False) and not K.dq_fused(True)  # FP8 recipes keep their dQ kernel
+
+
+@pytest.mark.parametrize("dq_mode", K.DQ_MODES)
+def test_autotuner_zeroed_buffers_are_not_shared(dq_mode, monkeypatch):
+    """The dK/dV autotuner zeroes dqa and sem before every timed run (reset_to_zero): they must
+    own their memory in both modes. (On 2026-12-03 the unused ones were aliased to delta, and
+    the first autotuned launch on the H200 zeroed delta: dQ and dK 50% wrong.)"""
+    monkeypatch.setenv("FLAMIA_DQ", dq_mode)
+    names = K._attn_bwd_dkdv_kernel.fn.arg_names
+    launches = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launches.append(args)
+
+    monkeypatch.setattr(K, "_attn_bwd_dkdv_kernel", Recorder())
+    monkeypatch.setattr(K, "_attn_bwd_dq_kernel", Recorder())
+    from flamia import ops
+
+    lengths = [5, 60]
+    q, k, v, do = rand_qkvdo(65, 2, 1, 64, seed=2)
+    plan = ops.batch_plan(_cu(lengths, DEVICE), 65, 64)
+    o, lse = ops.attention_fwd(q, k, v, plan.seg_start, plan.seg_end, plan.order_fwd,
+                               plan.order_dkdv, plan.order_dq, 0.125, "bf16")
+    K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end, plan.order_dkdv,
+                    plan.order_dq, 0.125)
+    args = launches[0]
+    zeroed = {names.index(n) for n in K._attn_bwd_dkdv_kernel_reset}
+    others = [a for i, a in enumerate(args) if i not in zeroed and isinstance(a, torch.Tensor)]
+    for i in zeroed:
+        assert all(args[i].data_ptr() != t.data_ptr() for t in others), names[i]

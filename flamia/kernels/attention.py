@@ -551,9 +551,12 @@ def _ordered_dq_add(dq_part, dqa_ptrs, row_ok, sem_ptr, rank, MASKED: tl.constex
 
 # reset_to_zero: every timed run of the autotuner starts from a zero dQ accumulator and zero
 # counters (DQ_FUSED), else the second run would wait for counts the first one already passed.
+_attn_bwd_dkdv_kernel_reset = ("dqa_ptr", "sem_ptr")
+
+
 @triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16",
                                           "FP8_MMA", "PART", "DQ_FUSED"],
-                 reset_to_zero=["dqa_ptr", "sem_ptr"])
+                 reset_to_zero=list(_attn_bwd_dkdv_kernel_reset))
 @triton.jit
 def _attn_bwd_dkdv_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, qk_ptr, dok_ptr, qrow_ptr, sk_ptr, sv_ptr,
@@ -891,8 +894,9 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     if fused_dq:  # fp32 dQ accumulator and one counter per (query head, query tile)
         dqa = torch.zeros((total, hq, d), dtype=torch.float32, device=q.device)
         sem = torch.zeros((hq, triton.cdiv(total, bm)), dtype=torch.int32, device=q.device)
-    else:
-        dqa, sem = delta, delta  # unused
+    else:  # unused; own tensors, as the autotuner zeroes them (reset_to_zero) between runs
+        dqa = torch.empty((1, 1, 1), dtype=torch.float32, device=q.device)
+        sem = torch.empty((1, 1), dtype=torch.int32, device=q.device)
     for part in dkdv_parts(is_fp8):
         _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
             q, k, v, do_in, qt, dot, qrow, sk, sv, lse, delta, dk, dv, dqa, sem, seg_start,
