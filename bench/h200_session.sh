@@ -67,12 +67,13 @@ mini)  # what fits in ~150 s: transpose check and three MXFP8 settings
   step "transpose check" 30 python -m bench.transpose_check 2>&1 | tee $OUT/transpose_check.log
   FLAMIA_SWEEP="w4s2 bwd64x64_w8s2 bwd64x64_w4s2" bench/fp8_sweep.sh $OUT 2>&1 | tee $OUT/fp8_sweep.log
   ;;
-last)  # GPU tiers on the final tree and a quick benchmark of it (~4.5 min)
-  FLAMIA_AUTOTUNE=0 step "gpu tests" 130 python -m pytest -q -x -p no:cacheprovider \
-    tests/test_kernels_fp8.py tests/test_kernels.py > $OUT/gpu_tests.log 2>&1
+last)  # GPU tiers on the final tree and a quick benchmark of it (~6 min)
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 200 python -m pytest -q -x -p no:cacheprovider \
+    tests/test_kernels_fp8.py tests/test_kernels.py tests/test_api.py > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
-  FLAMIA_AUTOTUNE=8x3,4x3,4x2 step "bench" 130 python -m bench.attention --quick --profile --dists \
-    lognormal_1k one_doc --providers flamia-bf16 flamia-mxfp8 cudnn-thd --out $OUT > $OUT/bench.log 2>&1
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 250 python -m bench.attention --quick --profile --dists \
+    lognormal_1k one_doc u32_1024 --providers flamia-bf16 flamia-mxfp8 cudnn-thd cudnn-dense \
+    --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|_quantize|_token_major)|^###" $OUT/bench.log | tail -40
   ;;
 profile)  # Nsight Compute on flamia's bf16 and mxfp8 kernels: stall reasons, pipes, top stalls

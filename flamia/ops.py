@@ -5,8 +5,8 @@
                           softmax_scale, recipe) -> (dq, dk, dv)                      (bf16)
     flamia::attention_fwd_fp8 / attention_bwd_fp8: the same for mxfp8 and nvfp4_fp8, with the
         fused quantizers inside; the forward also returns the quantized tensors it saves
-        (data and scales of Q, K, V: about 0.64x the bytes the bf16 op saves, see
-        bench/activation_memory.py)
+        (data and scales of Q, K, V, K's and V's scales packed as [Hkv, T, 2] rows: about
+        0.64x the bytes the bf16 op saves, see bench/activation_memory.py)
     flamia::batch_plan(cu_seqlens, total, head_dim, fp8): the per-batch scheduling tensors (the
         FP8 kernels use other tile shapes than the BF16 ones, so their launch orders differ)
 
@@ -209,16 +209,18 @@ def attention_fwd_fp8(
     seg_end: torch.Tensor, order_fwd: torch.Tensor, order_dkdv: torch.Tensor,
     order_dq: torch.Tensor, softmax_scale: float, recipe: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
-           torch.Tensor, torch.Tensor]:
-    """(o, lse2, q8, sq, k8, sk, v8, sv): the output and what the backward reads."""
+           torch.Tensor]:
+    """(o, lse2, q8, sq, k8, v8, skv): the output and what the backward reads; skv [Hkv, T, 2]
+    holds K's and V's per-token scales (kernels.attention.pack_key_scales)."""
     _check_recipe(recipe, FP8_RECIPES)
     q8, _, sq = QK_QUANTIZER[recipe](q, transposed=False)
     k8, _, sk = QK_QUANTIZER[recipe](k, transposed=False)
     v8, vt8, sv = quantize_mx_token(v)
+    skv = K.pack_key_scales(sk, sv)
     o, lse = K.attention_fwd(q8, k8, None, seg_start, order_fwd, softmax_scale,
-                             fp8={"sq": sq, "sk": sk, "sv": sv, "vt": vt8,
+                             fp8={"sq": sq, "skv": skv, "vt": vt8,
                                   "qk_bf16": recipe == "nvfp4_fp8"})
-    return o, lse, q8, sq, k8, sk, v8, sv
+    return o, lse, q8, sq, k8, v8, skv
 
 
 @attention_fwd_fp8.register_fake
@@ -231,27 +233,27 @@ def _(q, k, v, seg_start, seg_end, order_fwd, order_dkdv, order_dq, softmax_scal
     qk = f8 if recipe == "mxfp8" else (lambda *shape: q.new_empty(shape, dtype=torch.bfloat16))
     f32 = lambda *shape: q.new_empty(shape, dtype=torch.float32)
     return (q.new_empty(q.shape, dtype=torch.bfloat16), f32(hq, total),
-            qk(total, hq, d), f32(hq, total), qk(total, hkv, d), f32(hkv, total),
-            f8(total, hkv, d), f32(hkv, total))
+            qk(total, hq, d), f32(hq, total), qk(total, hkv, d), f8(total, hkv, d),
+            f32(hkv, total, K.KROW))
 
 
 @torch.library.custom_op("flamia::attention_bwd_fp8", mutates_args=())
 def attention_bwd_fp8(
     do: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, q8: torch.Tensor, sq: torch.Tensor,
-    k8: torch.Tensor, sk: torch.Tensor, v8: torch.Tensor, sv: torch.Tensor,
-    seg_start: torch.Tensor, seg_end: torch.Tensor, order_dkdv: torch.Tensor,
-    order_dq: torch.Tensor, softmax_scale: float, recipe: str,
+    k8: torch.Tensor, v8: torch.Tensor, skv: torch.Tensor, seg_start: torch.Tensor,
+    seg_end: torch.Tensor, order_dkdv: torch.Tensor, order_dq: torch.Tensor,
+    softmax_scale: float, recipe: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_recipe(recipe, FP8_RECIPES)
     do8, dot8, sdo = quantize_mx_token(do)
     fp8 = {"do8": do8, "qt": token_major_copy(q8), "kt": token_major_copy(k8), "dot": dot8,
-           "sq": sq, "sk": sk, "sv": sv, "sdo": sdo, "qk_bf16": recipe == "nvfp4_fp8"}
+           "sq": sq, "skv": skv, "sdo": sdo, "qk_bf16": recipe == "nvfp4_fp8"}
     return K.attention_bwd(do, q8, k8, v8, o, lse, seg_start, seg_end, order_dkdv, order_dq,
                            softmax_scale, fp8=fp8)
 
 
 @attention_bwd_fp8.register_fake
-def _(do, o, lse, q8, sq, k8, sk, v8, sv, seg_start, seg_end, order_dkdv, order_dq,
+def _(do, o, lse, q8, sq, k8, v8, skv, seg_start, seg_end, order_dkdv, order_dq,
       softmax_scale, recipe):
     bf16 = lambda t: t.new_empty(t.shape, dtype=torch.bfloat16)
     return bf16(q8), bf16(k8), bf16(v8)
@@ -259,12 +261,12 @@ def _(do, o, lse, q8, sq, k8, sk, v8, sv, seg_start, seg_end, order_dkdv, order_
 
 def _setup_context_fp8(ctx, inputs, output):
     _, _, _, seg_start, seg_end, _, order_dkdv, order_dq, softmax_scale, recipe = inputs
-    o, lse, q8, sq, k8, sk, v8, sv = output
-    ctx.mark_non_differentiable(lse, q8, sq, k8, sk, v8, sv)
+    o, lse, q8, sq, k8, v8, skv = output
+    ctx.mark_non_differentiable(lse, q8, sq, k8, v8, skv)
     # The saved tensors are outputs without gradients: do not let autograd fill zero gradients
     # for them before every backward (measured 0.1 ms per call at 4 x 8k tokens, 16 heads).
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(o, lse, q8, sq, k8, sk, v8, sv, seg_start, seg_end, order_dkdv,
+    ctx.save_for_backward(o, lse, q8, sq, k8, v8, skv, seg_start, seg_end, order_dkdv,
                           order_dq)
     ctx.softmax_scale, ctx.recipe = softmax_scale, recipe
 

@@ -20,6 +20,8 @@ Layouts and names (shape suffixes):
     delta_HT [Hq, T] float32: rowsum(dO * O), with the quantized dO' for the FP8 recipes
     qrow_HT4 [Hq, T, 4] float32 (FP8 backward): lse2, delta, sQ, sdO of each query, one row
         each, so that the dK/dV kernels read them with one load per query tile (QROW)
+    skv_HT2 [Hkv, T, 2] float32 (FP8): sK, sV of each key, one row each, so that the forward and
+        dQ kernels read them with one load per key tile (KROW)
     seg_start_T / seg_end_T [T] int32: first token / one past the last token of each token's
         segment (derived once per batch from cu_seqlens, see ``flamia.ops``)
     order_P [n_tiles] int32: the order in which tiles are launched (longest work first)
@@ -91,6 +93,10 @@ BLOCKS = {  # (kernel, fp8) -> {head_dim: (BLOCK_M over queries, BLOCK_N over ke
 # 444 instructions, dK-only 843 -> 576, bench/sass_report.py). BF16 keeps its two vectors (the
 # packed load added spills there).
 QROW = tl.constexpr(4)
+# Likewise the per-key scales sK, sV: one 8-byte row per key ([Hkv, T, 2]) for the forward and
+# dQ kernels, which load them in every step (triton 3.6 SASS of the unmasked step, compile-only,
+# 2026-12-03: forward 645 -> 595 instructions, its spills gone; dQ 698 -> 569).
+KROW = tl.constexpr(2)
 BLOCKS_ENV = {"fwd": "FLAMIA_FWD_BLOCKS", "dkdv": "FLAMIA_BWD_BLOCKS", "dq": "FLAMIA_DQ_BLOCKS"}
 INTERPRET_BLOCKS = (32, 32)
 
@@ -306,7 +312,15 @@ def _quantized_row_dot(x, fold, b, B_IS_BF16: tl.constexpr, FP8_MMA: tl.constexp
 
 
 @triton.jit
-def _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m, seg_start_m,
+def _key_scales(skv_ptrs, offs_n, key_ok, MASKED: tl.constexpr):
+    """sK, sV of the keys offs_n from their [T, KROW] rows (1 past the last token)."""
+    rows = _load(skv_ptrs + offs_n[:, None] * KROW + tl.arange(0, KROW)[None, :],
+                 key_ok[:, None], 1.0, MASKED)
+    return tl.split(rows)
+
+
+@triton.jit
+def _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, skv_ptrs, offs_m, seg_start_m,
               start_n, stride_kt, stride_vt, total,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
               QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
@@ -314,10 +328,11 @@ def _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m, s
     # Only masked (diagonal) tiles can reach past the last token.
     key_ok = offs_n < total  # used by masked tiles only
     k = _load(k_ptrs + tl.cast(start_n, tl.int64) * stride_kt, key_ok[None, :], 0.0, MASKED)
-    if IS_FP8:  # per-token scales factor out of S = Q K^T (see _rhs_scaled_dot)
-        sk = _load(sk_ptrs + offs_n, key_ok, 1.0, MASKED)
+    if IS_FP8:  # per-token scales factor out of S = Q K^T (see _rhs_scaled_dot); one row each
+        sk, sv = _key_scales(skv_ptrs, offs_n, key_ok, MASKED)
     else:
         sk = None
+        sv = None
     # Base-2 logits y * c_q[:, None]; c_q = sQ * softmax scale * log2(e) per query row.
     y = _rhs_scaled_dot(q, k, sk, IS_FP8, QK_BF16, FP8_MMA)
     if MASKED:
@@ -336,7 +351,6 @@ def _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m, s
     else:
         v = _load(v_ptrs + tl.cast(start_n, tl.int64) * stride_vt, key_ok[:, None], 0.0, MASKED)
     if IS_FP8:  # O += P' V8 with P' = P sV quantized per row of the tile
-        sv = _load(sv_ptrs + offs_n, key_ok, 1.0, MASKED)
         acc = acc * alpha[:, None] + _quantized_row_dot(p, sv, v, False, FP8_MMA)
     else:
         acc = acc * alpha[:, None] + _dot(_bf16(p), v)
@@ -347,7 +361,7 @@ def _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m, s
                                           "FP8_MMA"])
 @triton.jit
 def _attn_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, sq_ptr, sk_ptr, sv_ptr, o_ptr, lse_ptr, seg_start_ptr, order_ptr,
+    q_ptr, k_ptr, v_ptr, sq_ptr, skv_ptr, o_ptr, lse_ptr, seg_start_ptr, order_ptr,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_vd, stride_sqh,
     stride_skh, stride_ot, stride_oh, stride_lh, total, qk_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
@@ -373,8 +387,7 @@ def _attn_fwd_kernel(
     v_base = v_ptr + kv_head * stride_vh + offs_d[None, :].to(tl.int64) * stride_vd
     k_ptrs = k_base + tl.arange(0, BLOCK_N)[None, :].to(tl.int64) * stride_kt
     v_ptrs = v_base + tl.arange(0, BLOCK_N)[:, None].to(tl.int64) * stride_vt
-    sk_ptrs = sk_ptr + kv_head * stride_skh
-    sv_ptrs = sv_ptr + kv_head * stride_skh
+    skv_ptrs = skv_ptr + kv_head * stride_skh
 
     lo, full_lo, full_hi, hi = _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N)
 
@@ -382,15 +395,15 @@ def _attn_fwd_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     for n in range(lo, full_lo):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, skv_ptrs, offs_m,
                                   seg_start_m, n * BLOCK_N, stride_kt, stride_vt, total,
                                   BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_lo, full_hi):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, skv_ptrs, offs_m,
                                   seg_start_m, n * BLOCK_N, stride_kt, stride_vt, total,
                                   BLOCK_N, False, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_hi, hi):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, sk_ptrs, sv_ptrs, offs_m,
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, skv_ptrs, offs_m,
                                   seg_start_m, n * BLOCK_N, stride_kt, stride_vt, total,
                                   BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
 
@@ -559,7 +572,7 @@ _attn_bwd_dkdv_kernel_reset = ("dqa_ptr", "sem_ptr")
                  reset_to_zero=list(_attn_bwd_dkdv_kernel_reset))
 @triton.jit
 def _attn_bwd_dkdv_kernel(
-    q_ptr, k_ptr, v_ptr, do_ptr, qk_ptr, dok_ptr, qrow_ptr, sk_ptr, sv_ptr,
+    q_ptr, k_ptr, v_ptr, do_ptr, qk_ptr, dok_ptr, qrow_ptr, skv_ptr,
     lse_ptr, delta_ptr, dk_ptr, dv_ptr, dqa_ptr, sem_ptr, seg_start_ptr, seg_end_ptr, order_ptr,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_dot, stride_doh,
     stride_qkt, stride_qkh, stride_qkd, stride_dokt, stride_dokh, stride_dokd,
@@ -585,8 +598,8 @@ def _attn_bwd_dkdv_kernel(
     v = tl.load(v_ptr + offs_n.to(tl.int64)[:, None] * stride_vt + kv_head * stride_vh
                 + offs_d[None, :], mask=col_ok[:, None], other=0.0)
     if IS_FP8:  # c_k: per-row factor of S^T (see _rhs_scaled_dot)
-        c_k = tl.load(sk_ptr + kv_head * stride_skh + offs_n, mask=col_ok, other=1.0) * qk_scale
-        sv_n = tl.load(sv_ptr + kv_head * stride_skh + offs_n, mask=col_ok, other=1.0)
+        sk_n, sv_n = _key_scales(skv_ptr + kv_head * stride_skh, offs_n, col_ok, True)
+        c_k = sk_n * qk_scale
     else:
         c_k = tl.full([BLOCK_N], qk_scale, tl.float32)
         sv_n = None
@@ -652,7 +665,7 @@ def _attn_bwd_dkdv_kernel(
 
 
 @triton.jit
-def _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs, offs_m,
+def _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, skv_ptrs, offs_m,
              seg_start_m, start_n, stride_kt, stride_vt, stride_kkt, total,
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_FP8: tl.constexpr,
              QK_BF16: tl.constexpr, FP8_MMA: tl.constexpr):
@@ -662,8 +675,7 @@ def _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, 
     kT = _load(k_ptrs + shift * stride_kt, key_ok[None, :], 0.0, MASKED)  # [D, BLOCK_N]
     vT = _load(v_ptrs + shift * stride_vt, key_ok[None, :], 0.0, MASKED)  # [D, BLOCK_N]
     if IS_FP8:
-        sk = _load(sk_ptrs + offs_n, key_ok, 1.0, MASKED)
-        sv = _load(sv_ptrs + offs_n, key_ok, 1.0, MASKED)
+        sk, sv = _key_scales(skv_ptrs, offs_n, key_ok, MASKED)
     else:
         sk = None
         sv = None
@@ -690,7 +702,7 @@ def _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, 
                                           "FP8_MMA"])
 @triton.jit
 def _attn_bwd_dq_kernel(
-    q_ptr, k_ptr, v_ptr, do_ptr, kk_ptr, sq_ptr, sk_ptr, sv_ptr, sdo_ptr, lse_ptr, delta_ptr,
+    q_ptr, k_ptr, v_ptr, do_ptr, kk_ptr, sq_ptr, skv_ptr, sdo_ptr, lse_ptr, delta_ptr,
     dq_ptr, seg_start_ptr, order_ptr,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_dot, stride_doh,
     stride_kkt, stride_kkh, stride_kkd, stride_sqh, stride_skh, stride_dqt, stride_dqh, stride_lh,
@@ -720,22 +732,21 @@ def _attn_bwd_dq_kernel(
     v_ptrs = v_ptr + kv_head * stride_vh + offs_d[:, None] + cols[None, :] * stride_vt
     kk_ptrs = (kk_ptr + kv_head * stride_kkh + offs_d[None, :].to(tl.int64) * stride_kkd
                + cols[:, None] * stride_kkt)
-    sk_ptrs = sk_ptr + kv_head * stride_skh
-    sv_ptrs = sv_ptr + kv_head * stride_skh
+    skv_ptrs = skv_ptr + kv_head * stride_skh
 
     lo, full_lo, full_hi, hi = _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N)
 
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     for n in range(lo, full_lo):
-        dq = _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
+        dq = _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, skv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
                       total, BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_lo, full_hi):
-        dq = _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
+        dq = _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, skv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
                       total, BLOCK_N, False, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_hi, hi):
-        dq = _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, sk_ptrs, sv_ptrs,
+        dq = _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, skv_ptrs,
                       offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
                       total, BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
     dq = dq * sm_scale
@@ -805,6 +816,18 @@ def dq_fused(is_fp8: bool) -> bool:
     return mode == "fused" and not is_fp8
 
 
+def pack_key_scales(sk: torch.Tensor, sv: torch.Tensor) -> torch.Tensor:
+    """K's and V's per-token scales [Hkv, T] as the rows [Hkv, T, KROW] the kernels read."""
+    return torch.stack((sk, sv), dim=-1)
+
+
+def _check_key_scales(skv: torch.Tensor) -> torch.Tensor:
+    assert skv.dim() == 3 and skv.shape[-1] == KROW and skv.is_contiguous(), (
+        f"key scales must be a contiguous [Hkv, T, {KROW}] tensor (pack_key_scales), "
+        f"got shape {tuple(skv.shape)}, strides {skv.stride()}")
+    return skv
+
+
 def _check_unit_d(*ts):
     for t in ts:
         assert t.stride(-1) == 1, "head dim must be contiguous"
@@ -815,7 +838,8 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
     of size ``fwd_blocks(D, fp8 is not None)[0]``.
 
     BF16: q, k, v bf16 [T, H, D]. FP8 (``fp8`` given): q, k are the E4M3 tensors [T, H, D], and
-    ``fp8`` = {"sq", "sk", "sv": scales [H, T], "vt": V's token-contiguous copy [Hkv, D, T_pad],
+    ``fp8`` = {"sq": Q's scales [Hq, T], "skv": K's and V's scales as rows [Hkv, T, KROW]
+    (contiguous, see pack_key_scales), "vt": V's token-contiguous copy [Hkv, D, T_pad],
     "qk_bf16": Q and K data held in bf16 (nvfp4_fp8)}.
     """
     _check_unit_d(q, k)
@@ -826,16 +850,16 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
     lse = empty((hq, total), dtype=torch.float32, device=q.device)
     if fp8 is None:
         _check_unit_d(v)
-        sq = sk = sv = lse  # unused (IS_FP8=False)
+        sq = skv = lse  # unused (IS_FP8=False)
         v_args = (v, v.stride(0), v.stride(1), 1)
         s_strides = (0, 0)
     else:
-        sq, sk, sv, vt = fp8["sq"], fp8["sk"], fp8["sv"], fp8["vt"]
+        sq, skv, vt = fp8["sq"], _check_key_scales(fp8["skv"]), fp8["vt"]
         v_args = (vt, 1, vt.stride(0), vt.stride(1))
-        s_strides = (sq.stride(0), sk.stride(0))
+        s_strides = (sq.stride(0), skv.stride(0))
     grid = (hq, order_fwd.numel())
     _attn_fwd_kernel[grid](
-        q, k, v_args[0], sq, sk, sv, o, lse, seg_start, order_fwd,
+        q, k, v_args[0], sq, skv, o, lse, seg_start, order_fwd,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), *v_args[1:], *s_strides,
         o.stride(0), o.stride(1), lse.stride(0), total, softmax_scale * LOG2E,
         H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, IS_FP8=fp8 is not None,
@@ -853,8 +877,8 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     quantized dO' = do8 * sdo, the dO that dP sees). BF16: q, k, v
     bf16. FP8 (``fp8`` given): q, k, v are the E4M3 tensors and ``fp8`` = {"do8": E4M3 dO,
     "qt", "kt", "dot": token-contiguous copies [H, D, T_pad] of Q, K, dO (zero-padded, see
-    quantize.token_major_copy); "sq", "sk", "sv", "sdo":
-    scales [H, T]}. The FP8 dK/dV kernels read lse2, delta, sQ, sdO as rows of one [Hq, T, QROW]
+    quantize.token_major_copy); "sq", "sdo": scales [Hq, T]; "skv": K's and V's scales
+    [Hkv, T, KROW] (see attention_fwd)}. The FP8 dK/dV kernels read lse2, delta, sQ, sdO as rows of one [Hq, T, QROW]
     array that the delta kernel writes.
     """
     do = do if do.stride(-1) == 1 else do.contiguous()
@@ -868,14 +892,14 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     if is_fp8:
         do_in = fp8["do8"]
         qt, kt, dot = fp8["qt"], fp8["kt"], fp8["dot"]
-        sq, sk, sv, sdo = fp8["sq"], fp8["sk"], fp8["sv"], fp8["sdo"]
+        sq, skv, sdo = fp8["sq"], _check_key_scales(fp8["skv"]), fp8["sdo"]
         qrow = empty((hq, total, QROW), dtype=torch.float32, device=q.device)
         tcopy = lambda t: (1, t.stride(0), t.stride(1))  # token, head, dim strides of [H, D, T_pad]
-        s_strides = (sq.stride(0), sk.stride(0))
+        s_strides = (sq.stride(0), skv.stride(0))
     else:
         do_in = do
         qt = kt = dot = q  # unused (IS_FP8=False)
-        sq = sk = sv = sdo = qrow = delta
+        sq = skv = sdo = qrow = delta
         tcopy = lambda t: (0, 0, 0)
         s_strides = (0, 0)
     block_t = 32 if INTERPRET else 64
@@ -899,7 +923,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         sem = torch.empty((1, 1), dtype=torch.int32, device=q.device)
     for part in dkdv_parts(is_fp8):
         _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
-            q, k, v, do_in, qt, dot, qrow, sk, sv, lse, delta, dk, dv, dqa, sem, seg_start,
+            q, k, v, do_in, qt, dot, qrow, skv, lse, delta, dk, dv, dqa, sem, seg_start,
             seg_end, order_dkdv,
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
             do_in.stride(0), do_in.stride(1), *tcopy(qt), *tcopy(dot), qrow.stride(0),
@@ -914,7 +938,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         return dq, dk, dv
     bm, bn = dq_blocks(d, is_fp8)
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
-        q, k, v, do_in, kt, sq, sk, sv, sdo, lse, delta, dq, seg_start, order_dq,
+        q, k, v, do_in, kt, sq, skv, sdo, lse, delta, dq, seg_start, order_dq,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         do_in.stride(0), do_in.stride(1), *tcopy(kt), *s_strides,
         dq.stride(0), dq.stride(1), lse.stride(0), total, qk_scale, softmax_scale,
