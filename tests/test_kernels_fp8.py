@@ -173,6 +173,33 @@ def test_token_major_copy_triton(monkeypatch):
         token_major_copy(x8)
 
 
+@TRANSPOSE_MODES
+@pytest.mark.parametrize("qk_nvfp4", [False, True])
+def test_qkv_quantizer_matches_per_tensor_quantizers(qk_nvfp4, transpose, monkeypatch):
+    """The forward's single launch over Q, K, V writes the bytes of the per-tensor quantizers,
+    K's and V's scales as [Hkv, T, 2] rows (GQA: Hq != Hkv; T off the tile grid)."""
+    from flamia.kernels.attention import pack_key_scales
+    from flamia.kernels.quantize import quantize_nvfp4_token, quantize_qkv
+
+    monkeypatch.setenv("FLAMIA_FP8_TRANSPOSE", transpose)
+    g = torch.Generator().manual_seed(2)
+    mk = lambda h: (torch.randn(75, h, 64, generator=g) * torch.exp2(
+        torch.randint(-20, 20, (75, h, 1), generator=g).float())).bfloat16().to(DEVICE)
+    q, k, v = mk(4), mk(2), mk(2)
+    q[3] = 0.0
+    qk = quantize_nvfp4_token if qk_nvfp4 else quantize_mx_token
+    q8, _, sq = qk(q, transposed=False)
+    k8, _, sk = qk(k, transposed=False)
+    v8, vt8, sv = quantize_mx_token(v)
+    got = quantize_qkv(q, k, v, qk_nvfp4=qk_nvfp4)
+    for name, a, b in zip(("q8", "sq", "k8", "v8", "vt8", "skv"), got,
+                          (q8, sq, k8, v8, vt8, pack_key_scales(sk, sv))):
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        same = torch.equal(a.view(torch.uint8), b.view(torch.uint8)) if a.element_size() == 1 \
+            else torch.equal(a, b)
+        assert same, f"{name} differs from the per-tensor quantizer"
+
+
 def test_fp8_ops_save_quantized_tensors_only():
     """The FP8 ops keep E4M3 data and per-token scales for the backward, not bf16 copies and not
     the token-major copies (made in the backward): 0.64x the bf16 op's bytes at 16 heads, D=128."""

@@ -3,7 +3,8 @@ through the IS_FP8 constexpr variants, the FP8 recipes (mxfp8, nvfp4_fp8).
 
 Algorithm: FlashAttention-2. Forward: online softmax over key tiles, LSE saved. Backward: a
 dK/dV kernel over key tiles (looping over the query tiles that see them and over the query
-heads of a GQA group, so no atomics) and a dQ kernel over query tiles. The FP8 recipes run the
+heads of a GQA group, so no atomics) and a dQ kernel over query tiles (BF16 can instead add dQ
+from the dK/dV kernel in a fixed order, FLAMIA_DQ=fused, see dq_fused). The FP8 recipes run the
 dK/dV kernel twice by default, as a dV-only and a dK-only kernel (PART, see dkdv_parts): with
 both fp32 accumulators the FP8 kernel spills.
 
@@ -44,7 +45,9 @@ slower: 0.94 -> 0.99 ms, lognormal 1k; bench/results/fp8_sweep_20261203-1530_H20
 Verified: interpreter tier (tests/test_kernels.py, tests/test_kernels_fp8.py) on CPU; GPU tier
 on the H200 (sm_90) with triton 3.6 (bench/attention.py, tests/test_kernels_fp8.py and
 tests/test_api.py, both dK/dV modes): all of them on 2026-12-03 at a2a1afb, the FP8 kernel tests
-again at f8de224 (the packed per-query rows of the FP8 dK/dV kernels).
+again at f8de224 (the packed per-query rows of the FP8 dK/dV kernels), tests/test_kernels.py and
+test_api.py with both dQ modes at 92e5474, and test_kernels_fp8.py, test_kernels.py, test_api.py
+at aaddad7 (the packed per-key scales).
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ permute copy; quantize with the transposed store 0.077 ms vs 0.094 ms for quanti
 kernel at T = 32768, 16 heads, D = 128. The separate copy (token_major_copy) remains for NVFP4
 data and for the copies the backward makes of Q8 and K8.
 Numerics are flamia.formats.quantize_mx(x, E4M3, block_dim=-1) exactly (bit-exact on the GPU).
+The FP8 forward quantizes Q, K and V in one launch (quantize_qkv: the same tile code per tensor,
+K's and V's scales written as the [Hkv, T, 2] rows the attention kernels read): the host needs
+about 60 us per launch, which short documents do not hide (bench/results/cpu_overhead_20261203_H200.txt).
 
 Storage: float8_e4m3fn on the GPU. Under the Triton interpreter (CPU) the fp32 -> fp8 cast is
 wrong for values near and below the smallest normal (checked with triton 3.9), so there the
@@ -99,18 +102,17 @@ def round_e4m3(x):
 
 
 @triton.jit
-def _quantize_per_token_kernel(
-    x_ptr, data_ptr, s_ptr, t_ptr, stride_xt, stride_xh, stride_dt, stride_dh, stride_sh,
-    stride_th, stride_td, total,
-    HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr, NVFP4: tl.constexpr, TRANSPOSE: tl.constexpr,
-):
-    """One pass over a [BLOCK_T, D] tile of one head. MX (NVFP4=False): E8M0 scale per
-    (token, head), E4M3 data. NVFP4: s = amax / (6 * 448) per (token, head); per 16 elements
-    b = UE4M3(amax_16 / (6 s)); e = E2M1(x / (b s)); stores e * b (exact in bf16) and s.
-    Same operations in the same order as flamia.reference.quantize_operand.
-    TRANSPOSE (MX only; the grid then covers T_pad tokens): also store the tile token-major into
-    t [H, D, T_pad] (zeros past T, where x was loaded as 0), see the module docstring."""
-    head = tl.program_id(1)
+def _quantize_tile(x_ptr, data_ptr, s_ptr, t_ptr, head, stride_xt, stride_xh, stride_dt,
+                   stride_dh, stride_sh, stride_st, stride_th, stride_td, total,
+                   HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr, NVFP4: tl.constexpr,
+                   TRANSPOSE: tl.constexpr):
+    """One pass over the [BLOCK_T, D] tile (grid axis 0) of one head. MX (NVFP4=False): E8M0
+    scale per (token, head), E4M3 data. NVFP4: s = amax / (6 * 448) per (token, head); per 16
+    elements b = UE4M3(amax_16 / (6 s)); e = E2M1(x / (b s)); stores e * b (exact in bf16) and s.
+    Same operations in the same order as flamia.reference.quantize_operand. Scales go to
+    s[head * stride_sh + token * stride_st]. TRANSPOSE (MX only; the grid then covers T_pad
+    tokens): also store the tile token-major into t [H, D, T_pad] (zeros past T, where x was
+    loaded as 0), see the module docstring."""
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.arange(0, HEAD_DIM)
     ok = offs_t < total
@@ -134,7 +136,7 @@ def _quantize_per_token_kernel(
         data = round_e4m3(x / scale[:, None])  # exact division by a power of two
     data_ptrs = data_ptr + rows * stride_dt + head * stride_dh + offs_d[None, :]
     tl.store(data_ptrs, data, mask=ok[:, None])
-    tl.store(s_ptr + head * stride_sh + offs_t, scale, mask=ok)
+    tl.store(s_ptr + head * stride_sh + offs_t * stride_st, scale, mask=ok)
     if TRANSPOSE:
         t_ptrs = (t_ptr + head * stride_th + offs_d.to(tl.int64)[:, None] * stride_td
                   + offs_t[None, :])
@@ -144,6 +146,43 @@ def _quantize_per_token_kernel(
             tl.debug_barrier()
             back = tl.load(data_ptrs.to(tl.pointer_type(tl.uint8)), mask=ok[:, None], other=0)
             tl.store(t_ptrs.to(tl.pointer_type(tl.uint8)), tl.trans(back))
+
+
+@triton.jit
+def _quantize_per_token_kernel(
+    x_ptr, data_ptr, s_ptr, t_ptr, stride_xt, stride_xh, stride_dt, stride_dh, stride_sh,
+    stride_th, stride_td, total,
+    HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr, NVFP4: tl.constexpr, TRANSPOSE: tl.constexpr,
+):
+    """One tensor: grid (tiles, heads), see _quantize_tile."""
+    _quantize_tile(x_ptr, data_ptr, s_ptr, t_ptr, tl.program_id(1), stride_xt, stride_xh,
+                   stride_dt, stride_dh, stride_sh, 1, stride_th, stride_td, total,
+                   HEAD_DIM, BLOCK_T, NVFP4, TRANSPOSE)
+
+
+@triton.jit
+def _quantize_qkv_kernel(
+    q_ptr, k_ptr, v_ptr, q8_ptr, k8_ptr, v8_ptr, sq_ptr, skv_ptr, vt_ptr,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
+    stride_q8t, stride_q8h, stride_k8t, stride_k8h, stride_v8t, stride_v8h,
+    stride_sqh, stride_skvh, stride_vth, stride_vtd, total,
+    H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr,
+    QK_NVFP4: tl.constexpr, TRANSPOSE_V: tl.constexpr,
+):
+    """Q, K and V of the FP8 forward in one launch: grid (tiles, Hq + 2 Hkv), the second axis
+    walks Q's heads, then K's, then V's. K's and V's scales go to the two columns of skv
+    [Hkv, T, 2] (the rows the attention kernels read); V's token-major copy to vt (TRANSPOSE_V)."""
+    h = tl.program_id(1)
+    if h < H_Q:
+        _quantize_tile(q_ptr, q8_ptr, sq_ptr, q8_ptr, h, stride_qt, stride_qh, stride_q8t,
+                       stride_q8h, stride_sqh, 1, 0, 0, total, HEAD_DIM, BLOCK_T, QK_NVFP4, False)
+    elif h < H_Q + H_KV:
+        _quantize_tile(k_ptr, k8_ptr, skv_ptr, k8_ptr, h - H_Q, stride_kt, stride_kh, stride_k8t,
+                       stride_k8h, stride_skvh, 2, 0, 0, total, HEAD_DIM, BLOCK_T, QK_NVFP4, False)
+    else:
+        _quantize_tile(v_ptr, v8_ptr, skv_ptr + 1, vt_ptr, h - H_Q - H_KV, stride_vt, stride_vh,
+                       stride_v8t, stride_v8h, stride_skvh, 2, stride_vth, stride_vtd, total,
+                       HEAD_DIM, BLOCK_T, False, TRANSPOSE_V)
 
 
 # Token-major copies are padded along T to a multiple of TOKEN_PAD with zeros: the attention
@@ -228,6 +267,40 @@ def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
     if fused:
         return data, data_t, scale
     return data, token_major_copy(data) if transposed else None, scale
+
+
+def quantize_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qk_nvfp4: bool):
+    """The FP8 forward's quantizers in one launch: (q8, sq [Hq, T], k8, v8, vt8 [Hkv, D, T_pad],
+    skv [Hkv, T, 2] = K's and V's scales as rows). Q and K are NVFP4 (qk_nvfp4, bf16 containers)
+    or MXFP8, V is MXFP8 with its token-major copy; the same bytes as quantize_nvfp4_token /
+    quantize_mx_token on each tensor (tests/test_kernels_fp8.py)."""
+    for t in (q, k, v):
+        assert t.stride(-1) == 1
+    if qk_nvfp4 and q.shape[-1] % 16:
+        raise ValueError(f"nvfp4 needs the head dim to be a multiple of 16, got {q.shape[-1]}")
+    total, hq, d = q.shape
+    hkv = k.shape[1]
+    dev = q.device
+    qk_storage = torch.bfloat16 if qk_nvfp4 else FP8_STORAGE
+    q8 = torch.empty((total, hq, d), dtype=qk_storage, device=dev)
+    k8 = torch.empty((total, hkv, d), dtype=qk_storage, device=dev)
+    v8 = torch.empty((total, hkv, d), dtype=FP8_STORAGE, device=dev)
+    sq = torch.empty((hq, total), dtype=torch.float32, device=dev)
+    skv = torch.empty((hkv, total, 2), dtype=torch.float32, device=dev)
+    block_t = 32 if INTERPRET else 64  # divides TOKEN_PAD
+    fused = _transpose_mode() == "fused"
+    vt8 = torch.empty((hkv, d, _padded(total)), dtype=FP8_STORAGE, device=dev) if fused else v8
+    tiles = (_padded(total) if fused else total + block_t - 1) // block_t
+    _quantize_qkv_kernel[(tiles, hq + 2 * hkv)](
+        q, k, v, q8, k8, v8, sq, skv, vt8, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+        v.stride(0), v.stride(1), q8.stride(0), q8.stride(1), k8.stride(0), k8.stride(1),
+        v8.stride(0), v8.stride(1), sq.stride(0), skv.stride(0), vt8.stride(0), vt8.stride(1),
+        total, H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_T=block_t, QK_NVFP4=qk_nvfp4,
+        TRANSPOSE_V=fused, num_warps=4,
+    )
+    if not fused:
+        vt8 = token_major_copy(v8)
+    return q8, sq, k8, v8, vt8, skv
 
 
 def quantize_nvfp4_token(x: torch.Tensor, transposed: bool = True):
