@@ -24,7 +24,7 @@ import torch
 
 from ._tensor_cache import TensorCache
 from .kernels import attention as K
-from .kernels.quantize import quantize_mx_token, quantize_qkv, token_major_copy
+from .kernels.quantize import quantize_mx_token, quantize_qkv, token_major_copies
 
 __all__ = ["TRITON_RECIPES", "triton_attention", "BatchPlan", "batch_plan"]
 
@@ -244,7 +244,8 @@ def attention_bwd_fp8(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_recipe(recipe, FP8_RECIPES)
     do8, dot8, sdo = quantize_mx_token(do)
-    fp8 = {"do8": do8, "qt": token_major_copy(q8), "kt": token_major_copy(k8), "dot": dot8,
+    qt8, kt8 = token_major_copies(q8, k8)  # one launch for both
+    fp8 = {"do8": do8, "qt": qt8, "kt": kt8, "dot": dot8,
            "sq": sq, "skv": skv, "sdo": sdo, "qk_bf16": recipe == "nvfp4_fp8"}
     return K.attention_bwd(do, q8, k8, v8, o, lse, seg_start, seg_end, order_dkdv, order_dq,
                            softmax_scale, fp8=fp8)

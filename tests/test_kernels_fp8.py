@@ -173,6 +173,26 @@ def test_token_major_copy_triton(monkeypatch):
         token_major_copy(x8)
 
 
+@pytest.mark.parametrize("nvfp4", [False, True])
+def test_token_major_copies_of_two_tensors(nvfp4):
+    """The backward's one launch for Q8's and K8's copies: each equals its own copy (GQA head
+    counts, E4M3 bytes or NVFP4 values in bf16); mismatched inputs are refused."""
+    from flamia.kernels.quantize import quantize_nvfp4_token, token_major_copies, token_major_copy
+
+    quantize = quantize_nvfp4_token if nvfp4 else quantize_mx_token
+    g = torch.Generator().manual_seed(3)
+    q8 = quantize(torch.randn(90, 4, 64, generator=g).bfloat16().to(DEVICE), transposed=False)[0]
+    k8 = quantize(torch.randn(90, 1, 64, generator=g).bfloat16().to(DEVICE), transposed=False)[0]
+    qt, kt = token_major_copies(q8, k8)
+    for ours, x in ((qt, q8), (kt, k8)):
+        ref = token_major_copy(x)
+        assert ours.dtype == ref.dtype and ours.shape == ref.shape
+        assert torch.equal(ours.float(), ref.float())
+        assert torch.equal(ours[..., :90].float(), x.permute(1, 2, 0).float())
+    with pytest.raises(ValueError, match="one dtype"):
+        token_major_copies(q8, k8[:50])
+
+
 @TRANSPOSE_MODES
 @pytest.mark.parametrize("qk_nvfp4", [False, True])
 def test_qkv_quantizer_matches_per_tensor_quantizers(qk_nvfp4, transpose, monkeypatch):

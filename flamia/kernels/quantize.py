@@ -197,10 +197,9 @@ TRANSPOSE_MODES = ("fused", "triton", "torch")
 
 
 @triton.jit
-def _token_major_copy_kernel(x_ptr, out_ptr, stride_xt, stride_xh, stride_oh, stride_od, total,
-                             HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
+def _token_major_copy_tile(x_ptr, out_ptr, head, stride_xt, stride_xh, stride_oh, stride_od,
+                           total, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
     """out[h, d, t] = x[t, h, d] (0 for t >= total) for one [BLOCK_T, D] tile of one head."""
-    head = tl.program_id(1)
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.arange(0, HEAD_DIM)
     ok = offs_t < total
@@ -208,6 +207,21 @@ def _token_major_copy_kernel(x_ptr, out_ptr, stride_xt, stride_xh, stride_oh, st
                 + offs_d[None, :], mask=ok[:, None], other=0)
     out = out_ptr + head * stride_oh + offs_d.to(tl.int64)[:, None] * stride_od + offs_t[None, :]
     tl.store(out, tl.trans(x))
+
+
+@triton.jit
+def _token_major_copy_kernel(x_ptr, y_ptr, xo_ptr, yo_ptr, stride_xt, stride_xh, stride_yt,
+                             stride_yh, stride_xoh, stride_xod, stride_yoh, stride_yod, total,
+                             H_X: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Token-major copies of one or two tensors in one launch: grid (tiles, H_X + H_Y), the
+    first H_X heads from x, the rest from y."""
+    head = tl.program_id(1)
+    if head < H_X:
+        _token_major_copy_tile(x_ptr, xo_ptr, head, stride_xt, stride_xh, stride_xoh, stride_xod,
+                               total, HEAD_DIM, BLOCK_T)
+    else:
+        _token_major_copy_tile(y_ptr, yo_ptr, head - H_X, stride_yt, stride_yh, stride_yoh,
+                               stride_yod, total, HEAD_DIM, BLOCK_T)
 
 
 def _transpose_mode() -> str:
@@ -227,21 +241,37 @@ def token_major_copy(data: torch.Tensor) -> torch.Tensor:
     quantize + copy 0.094 ms vs 0.470 ms with torch's copy at T = 32768, 16 heads, D = 128,
     bench/results/transpose_check_20261203_H200.txt), or torch's copy with
     FLAMIA_FP8_TRANSPOSE=torch."""
-    total, h, d = data.shape
+    return token_major_copies(data)[0]
+
+
+def token_major_copies(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """token_major_copy of one or two [T, H, D] tensors of one dtype, T and D (the backward's Q8
+    and K8) in one launch."""
+    if not 1 <= len(tensors) <= 2 or len({(t.dtype, t.shape[0], t.shape[2]) for t in tensors}) != 1:
+        raise ValueError("token_major_copies takes one or two [T, H, D] tensors of one dtype, T "
+                         f"and D; got {[(t.dtype, tuple(t.shape)) for t in tensors]}")
+    total, _, d = tensors[0].shape
     padded = _padded(total)
     if _transpose_mode() == "torch":
-        out = torch.empty((h, d, padded), dtype=data.dtype, device=data.device)
-        out[:, :, :total] = data.permute(1, 2, 0)
-        out[:, :, total:] = 0
-        return out
-    src = data.view(torch.uint8) if data.element_size() == 1 else data
-    out = torch.empty((h, d, padded), dtype=src.dtype, device=data.device)
+        outs = []
+        for t in tensors:
+            out = torch.empty((t.shape[1], d, padded), dtype=t.dtype, device=t.device)
+            out[:, :, :total] = t.permute(1, 2, 0)
+            out[:, :, total:] = 0
+            outs.append(out)
+        return tuple(outs)
+    srcs = [t.view(torch.uint8) if t.element_size() == 1 else t for t in tensors]
+    outs = [torch.empty((s.shape[1], d, padded), dtype=s.dtype, device=s.device) for s in srcs]
+    x, y = srcs[0], srcs[-1]
+    xo, yo = outs[0], outs[-1]
+    heads = sum(s.shape[1] for s in srcs)
     block_t = 64
-    _token_major_copy_kernel[(padded // block_t, h)](
-        src, out, src.stride(0), src.stride(1), out.stride(0), out.stride(1), total,
-        HEAD_DIM=d, BLOCK_T=block_t, num_warps=4,
+    _token_major_copy_kernel[(padded // block_t, heads)](
+        x, y, xo, yo, x.stride(0), x.stride(1), y.stride(0), y.stride(1), xo.stride(0),
+        xo.stride(1), yo.stride(0), yo.stride(1), total,
+        H_X=x.shape[1], HEAD_DIM=d, BLOCK_T=block_t, num_warps=4,
     )
-    return out.view(data.dtype)
+    return tuple(o.view(t.dtype) for o, t in zip(outs, tensors))
 
 
 def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
