@@ -180,12 +180,16 @@ def _setup_context(ctx, inputs, output):
     q, k, v, seg_start, seg_end, _, order_dkdv, order_dq, softmax_scale, recipe = inputs
     o, lse = output
     ctx.mark_non_differentiable(lse)
+    # No zero gradient for lse before every backward (a fill kernel per call; see the FP8 op).
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq)
     ctx.softmax_scale, ctx.recipe = softmax_scale, recipe
 
 
 def _backward(ctx, do, _dlse):
     q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq = ctx.saved_tensors
+    if do is None:  # O did not reach the loss (grads are not materialized, see above)
+        do = torch.zeros_like(o)
     dq, dk, dv = attention_bwd(do.contiguous(), q, k, v, o, lse, seg_start, seg_end, order_dkdv,
                                order_dq, ctx.softmax_scale, ctx.recipe)
     return dq, dk, dv, None, None, None, None, None, None, None
