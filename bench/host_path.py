@@ -4,9 +4,9 @@ allocations. Runs on any machine; bench/cpu_overhead.py measures the whole host 
 
     python -m bench.host_path [--tokens 32768] [--heads 16] [--recipes bf16 mxfp8]
 
-2026-12-03, this machine (2 CPU cores): BF16 8.94 -> 0.28 ms per call at 32k tokens once the op stopped
-materializing a zero gradient for lse (a 2 MB fill per backward on CPU; on the GPU one fill
-kernel); mxfp8 0.50 ms.
+2026-12-03, a 2-core CPU machine: BF16 8.94 -> 0.28 ms per call at 32k tokens once the op
+stopped materializing a zero gradient for lse (a 2 MB fill per backward on CPU; on the GPU one
+fill kernel); mxfp8 0.50 ms.
 """
 
 from __future__ import annotations
