@@ -7,8 +7,9 @@
         fused quantizers inside; the forward also returns the quantized tensors it saves
         (data and scales of Q, K, V, K's and V's scales packed as [Hkv, T, 2] rows: about
         0.64x the bytes the bf16 op saves, see bench/activation_memory.py)
-    flamia::batch_plan(cu_seqlens, total, head_dim, fp8): the per-batch scheduling tensors (the
-        FP8 kernels use other tile shapes than the BF16 ones, so their launch orders differ)
+    flamia::batch_plan(cu_seqlens, total, head_dim, fp8, dq_fused): the per-batch scheduling
+        tensors (the FP8 kernels use other tile shapes than the BF16 ones, so their launch
+        orders differ; dq_fused: the dK/dV order of FLAMIA_DQ=fused, _ordered_longest_first)
 
 The batch plan (per-token segment start/end and the tiles' launch orders) is derived from
 cu_seqlens on the device, without a host sync, once per batch: a model passes the same
