@@ -216,7 +216,7 @@ def attention_fwd_fp8(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
            torch.Tensor]:
     """(o, lse2, q8, sq, k8, v8, skv): the output and what the backward reads; skv [Hkv, T, 2]
-    holds K's and V's per-token scales (kernels.attention.pack_key_scales)."""
+    holds K's and V's per-token scales (written by quantize_qkv)."""
     _check_recipe(recipe, FP8_RECIPES)
     # One launch for the three quantizers (the host's launch time shows on short documents).
     q8, sq, k8, v8, vt8, skv = quantize_qkv(q, k, v, qk_nvfp4=recipe == "nvfp4_fp8")

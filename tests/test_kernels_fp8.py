@@ -198,7 +198,6 @@ def test_token_major_copies_of_two_tensors(nvfp4):
 def test_qkv_quantizer_matches_per_tensor_quantizers(qk_nvfp4, transpose, monkeypatch):
     """The forward's single launch over Q, K, V writes the bytes of the per-tensor quantizers,
     K's and V's scales as [Hkv, T, 2] rows (GQA: Hq != Hkv; T off the tile grid)."""
-    from flamia.kernels.attention import pack_key_scales
     from flamia.kernels.quantize import quantize_nvfp4_token, quantize_qkv
 
     monkeypatch.setenv("FLAMIA_FP8_TRANSPOSE", transpose)
@@ -213,7 +212,7 @@ def test_qkv_quantizer_matches_per_tensor_quantizers(qk_nvfp4, transpose, monkey
     v8, vt8, sv = quantize_mx_token(v)
     got = quantize_qkv(q, k, v, qk_nvfp4=qk_nvfp4)
     for name, a, b in zip(("q8", "sq", "k8", "v8", "vt8", "skv"), got,
-                          (q8, sq, k8, v8, vt8, pack_key_scales(sk, sv))):
+                          (q8, sq, k8, v8, vt8, torch.stack((sk, sv), dim=-1))):
         assert a.dtype == b.dtype and a.shape == b.shape, name
         same = torch.equal(a.view(torch.uint8), b.view(torch.uint8)) if a.element_size() == 1 \
             else torch.equal(a, b)

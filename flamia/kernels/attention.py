@@ -586,7 +586,7 @@ def _attn_bwd_dkdv_kernel(
     FP8_MMA: tl.constexpr, PART: tl.constexpr, DQ_FUSED: tl.constexpr,
 ):
     """dK and dV of one key tile (PART == 0), or only dV (1) or only dK (2): see dkdv_parts.
-    DQ_FUSED (BF16): also dS K into the fp32 dQ accumulator dqa [T, Hq, D] (see dq_mode)."""
+    DQ_FUSED (BF16): also dS K into the fp32 dQ accumulator dqa [T, Hq, D] (see dq_fused)."""
     kv_head = tl.program_id(0)
     tile = tl.load(order_ptr + tl.program_id(1))
     start_n = tile * BLOCK_N
@@ -819,14 +819,9 @@ def dq_fused(is_fp8: bool) -> bool:
     return mode == "fused" and not is_fp8
 
 
-def pack_key_scales(sk: torch.Tensor, sv: torch.Tensor) -> torch.Tensor:
-    """K's and V's per-token scales [Hkv, T] as the rows [Hkv, T, KROW] the kernels read."""
-    return torch.stack((sk, sv), dim=-1)
-
-
 def _check_key_scales(skv: torch.Tensor) -> torch.Tensor:
     assert skv.dim() == 3 and skv.shape[-1] == KROW and skv.is_contiguous(), (
-        f"key scales must be a contiguous [Hkv, T, {KROW}] tensor (pack_key_scales), "
+        f"key scales must be a contiguous [Hkv, T, {KROW}] tensor (quantize.quantize_qkv), "
         f"got shape {tuple(skv.shape)}, strides {skv.stride()}")
     return skv
 
@@ -842,7 +837,7 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
 
     BF16: q, k, v bf16 [T, H, D]. FP8 (``fp8`` given): q, k are the E4M3 tensors [T, H, D], and
     ``fp8`` = {"sq": Q's scales [Hq, T], "skv": K's and V's scales as rows [Hkv, T, KROW]
-    (contiguous, see pack_key_scales), "vt": V's token-contiguous copy [Hkv, D, T_pad],
+    (contiguous, as quantize.quantize_qkv writes them), "vt": V's token-contiguous copy [Hkv, D, T_pad],
     "qk_bf16": Q and K data held in bf16 (nvfp4_fp8)}.
     """
     _check_unit_d(q, k)

@@ -274,6 +274,18 @@ def token_major_copies(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return tuple(o.view(t.dtype) for o, t in zip(outs, tensors))
 
 
+def _quantizer_grid(total: int, transposed: bool) -> tuple[int, int]:
+    """(BLOCK_T, tiles along T) of a quantizer launch; with the transposed store the tiles cover
+    the padded length (BLOCK_T divides TOKEN_PAD)."""
+    block_t = 32 if INTERPRET else 64
+    return block_t, triton.cdiv(_padded(total) if transposed else total, block_t)
+
+
+def _check_nvfp4_head_dim(d: int):
+    if d % 16:
+        raise ValueError(f"nvfp4 needs the head dim to be a multiple of 16, got {d}")
+
+
 def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
     """Launch the per-(token, head) quantizer; (data, token-contiguous copy, scale [H, T])."""
     storage = torch.bfloat16 if nvfp4 else FP8_STORAGE
@@ -281,14 +293,10 @@ def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
     total, h, d = x.shape
     data = torch.empty((total, h, d), dtype=storage, device=x.device)
     scale = torch.empty((h, total), dtype=torch.float32, device=x.device)
-    block_t = 32 if INTERPRET else 64  # divides TOKEN_PAD
     fused = transposed and not nvfp4 and _transpose_mode() == "fused"
-    if fused:  # the quantizer writes the token-major copy too, over the padded length
-        data_t = torch.empty((h, d, _padded(total)), dtype=storage, device=x.device)
-        tiles = data_t.shape[-1] // block_t
-    else:
-        data_t = data  # unused pointer
-        tiles = triton.cdiv(total, block_t)
+    block_t, tiles = _quantizer_grid(total, fused)
+    # With fused, the quantizer writes the token-major copy too; otherwise an unused pointer.
+    data_t = torch.empty((h, d, _padded(total)), dtype=storage, device=x.device) if fused else data
     _quantize_per_token_kernel[(tiles, h)](
         x, data, scale, data_t, x.stride(0), x.stride(1), data.stride(0), data.stride(1),
         scale.stride(0), data_t.stride(0), data_t.stride(1), total,
@@ -306,8 +314,8 @@ def quantize_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qk_nvfp4: bo
     quantize_mx_token on each tensor (tests/test_kernels_fp8.py)."""
     for t in (q, k, v):
         assert t.stride(-1) == 1
-    if qk_nvfp4 and q.shape[-1] % 16:
-        raise ValueError(f"nvfp4 needs the head dim to be a multiple of 16, got {q.shape[-1]}")
+    if qk_nvfp4:
+        _check_nvfp4_head_dim(q.shape[-1])
     total, hq, d = q.shape
     hkv = k.shape[1]
     dev = q.device
@@ -317,10 +325,9 @@ def quantize_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qk_nvfp4: bo
     v8 = torch.empty((total, hkv, d), dtype=FP8_STORAGE, device=dev)
     sq = torch.empty((hq, total), dtype=torch.float32, device=dev)
     skv = torch.empty((hkv, total, 2), dtype=torch.float32, device=dev)
-    block_t = 32 if INTERPRET else 64  # divides TOKEN_PAD
     fused = _transpose_mode() == "fused"
+    block_t, tiles = _quantizer_grid(total, fused)
     vt8 = torch.empty((hkv, d, _padded(total)), dtype=FP8_STORAGE, device=dev) if fused else v8
-    tiles = (_padded(total) if fused else total + block_t - 1) // block_t
     _quantize_qkv_kernel[(tiles, hq + 2 * hkv)](
         q, k, v, q8, k8, v8, sq, skv, vt8, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
         v.stride(0), v.stride(1), q8.stride(0), q8.stride(1), k8.stride(0), k8.stride(1),
@@ -336,8 +343,7 @@ def quantize_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qk_nvfp4: bo
 def quantize_nvfp4_token(x: torch.Tensor, transposed: bool = True):
     """(data [T, H, D] bf16 = E2M1 x UE4M3 values, token-contiguous copy [H, D, T_pad] or None,
     per-token scale [H, T] float32) of x [T, H, D]; D a multiple of 16."""
-    if x.shape[-1] % 16:
-        raise ValueError(f"nvfp4 needs the head dim to be a multiple of 16, got {x.shape[-1]}")
+    _check_nvfp4_head_dim(x.shape[-1])
     return _per_token_quantize(x, True, transposed)
 
 
