@@ -40,6 +40,7 @@ import math
 import os
 import platform
 import sys
+from unittest import mock
 
 import torch
 
@@ -297,23 +298,6 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"}}
 # name it with --providers to include it.
 DEFAULT_PROVIDERS = [name for name in PROVIDERS if name not in PROVIDER_ENV]
 
-
-class provider_env:
-    """Sets a provider's PROVIDER_ENV variables for the duration of its measurement."""
-
-    def __init__(self, name):
-        self.env = PROVIDER_ENV.get(name, {})
-
-    def __enter__(self):
-        self.saved = {k: os.environ.get(k) for k in self.env}
-        os.environ.update(self.env)
-
-    def __exit__(self, *exc):
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 # Correctness gate before timing (relative L2 error vs the fp32 reference): bf16 providers sit
 # near 3e-3; FP8 recipes sit near their input-quantization floor (~4-6%, DESIGN.md s6), so their
 # gate only proves that attention is computed; their precision is the accuracy table's job.
@@ -472,7 +456,8 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
     for name in providers:
         row = {"workload": dist, "rows": rows, "L": L, "Hq": hq, "Hkv": hkv, "D": d,
                "segments": len(lengths), "provider": name}
-        with provider_env(name):
+        # The provider's PROVIDER_ENV for the duration of its measurement, restored after.
+        with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
             try:
                 fn = PROVIDERS[name](q, k, v, cu, lengths, L)
                 errs = check(fn, q, k, v, do, ref)
