@@ -121,7 +121,28 @@ def _blocks(kernel: str, d: int, fp8: bool, mma: int | None = None) -> tuple[int
     return BLOCKS[(kernel, fp8)][d]
 
 
+FWD_KERNELS = ("triton", "gluon")
+
+
+def fwd_kernel(fp8: bool = False) -> str:
+    """Which BF16 forward runs: FLAMIA_FWD_KERNEL=triton (default; _attn_fwd_kernel) or gluon
+    (kernels/attention_hopper.py: asynchronous warpgroup MMAs overlapped with the softmax and
+    TMA loads, Hopper only, no interpreter). Read at every launch and by the batch plan (the
+    Gluon forward's key tiles are 128 wide). The FP8 recipes always run the triton forward."""
+    choice = os.environ.get("FLAMIA_FWD_KERNEL", "triton")
+    if choice not in FWD_KERNELS:
+        raise ValueError(f"FLAMIA_FWD_KERNEL={choice!r}; accepted: {FWD_KERNELS}")
+    if fp8:
+        return "triton"
+    if choice == "gluon" and INTERPRET:
+        raise ValueError("FLAMIA_FWD_KERNEL=gluon: Gluon kernels do not run under TRITON_INTERPRET")
+    return choice
+
+
 def fwd_blocks(d: int, fp8: bool = False) -> tuple[int, int]:
+    if fwd_kernel(fp8) == "gluon":
+        from . import attention_hopper
+        return attention_hopper.BLOCK_M, attention_hopper.BLOCK_N
     return _blocks("fwd", d, fp8)
 
 
@@ -843,9 +864,12 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
     _check_unit_d(q, k)
     total, hq, d = q.shape
     hkv = k.shape[1]
-    block_m, block_n = fwd_blocks(d, fp8 is not None)
     o = empty((total, hq, d), dtype=torch.bfloat16, device=q.device)
     lse = empty((hq, total), dtype=torch.float32, device=q.device)
+    if fwd_kernel(fp8 is not None) == "gluon":
+        from .attention_hopper import attention_fwd_hopper
+        return attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse)
+    block_m, block_n = fwd_blocks(d, fp8 is not None)
     if fp8 is None:
         _check_unit_d(v)
         sq = skv = lse  # unused (IS_FP8=False)

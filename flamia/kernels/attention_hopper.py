@@ -1,0 +1,220 @@
+"""Hopper (sm_90) BF16 forward written in Gluon, triton's lower-level dialect: the same function
+as the triton forward of kernels/attention.py (same tiles visited, same masking, same softmax
+convention and outputs), with what triton 3.6 does not do for a tl.dot loop:
+
+- asynchronous warpgroup MMAs overlapped with the softmax (FlashAttention-3's intra-warpgroup
+  pipelining): step j issues S_j = Q K_j^T and O += P_{j-1} V_{j-1}, waits for S_j only, runs
+  the softmax of S_j while the tensor cores compute P_{j-1} V_{j-1}, then rescales O;
+- K and V tiles brought by TMA into a ring of shared-memory slots, one mbarrier per slot and
+  operand, so S_j can start before V_j has arrived;
+- O written by one TMA store that clips the rows past the last token.
+
+Selected by FLAMIA_FWD_KERNEL=gluon (see kernels.attention.fwd_kernel); BF16 recipe only, on
+GPUs of compute capability 9.x. Gluon has no interpreter: this kernel is tested on the GPU tier
+only (tests/test_kernels_hopper.py), against the triton forward and the float64 reference.
+
+Why the CTA barrier before each TMA load into a ring slot: both warpgroups of the program read
+the slot's K and V through their own MMAs, and a warpgroup_mma_wait only covers the MMAs of the
+warpgroup that waits; the thread that issues the TMA must know that every warpgroup is done.
+"""
+
+from __future__ import annotations
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+LOG2E = 1.4426950408889634
+# Tile shape and pipeline of the Gluon forward: one 128-query tile per program on 8 warps (each
+# warpgroup owns 64 rows: the S, O accumulators and P fit in registers), 128-key tiles, a ring
+# of 2 K/V slots (3 would need 224 KB of shared memory with Q at D = 128).
+BLOCK_M = 128
+BLOCK_N = 128
+NUM_WARPS = 8
+STAGES = 2
+
+
+@gluon.jit
+def _issue_tile(desc, smem, bars, n, i, hi, col, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+    """TMA load of key tile n (the i-th tile this program visits) of K or V into ring slot
+    i % STAGES; none past the last visited tile hi - 1."""
+    slot = i % STAGES
+    pred = n < hi
+    mbarrier.expect(bars.index(slot), desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(desc, [n * BLOCK_N, col], bars.index(slot), smem.index(slot),
+                                    pred=pred)
+
+
+@gluon.jit
+def _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, masked,
+                  BLOCK_N: gl.constexpr, s_layout: gl.constexpr):
+    """The online-softmax step of kernels.attention._fwd_tile on the logits tile s = Q K_n^T:
+    masked tiles hide keys before each row's segment start and after the row; the running max
+    is an integer (exact power-of-two rescaling). Returns P (fp32), the new max, l and alpha."""
+    if masked:
+        offs_n = n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        visible = ((gl.expand_dims(offs_n, 0) >= gl.expand_dims(seg_start_m, 1))
+                   & (gl.expand_dims(offs_n, 0) <= gl.expand_dims(offs_m, 1)))
+        s = gl.where(visible, s, float("-inf"))
+    m_new = gl.maximum(m_i, gl.ceil(gl.max(s, 1) * c))
+    m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = gl.exp2(m_i - m_sub)
+    p = gl.exp2(s * c - gl.expand_dims(m_sub, 1))
+    l_i = l_i * alpha + gl.sum(p, 1)
+    return p, m_new, l_i, alpha
+
+
+@gluon.jit
+def _attn_fwd_hopper_kernel(
+    q_desc, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, order_ptr, stride_lh, total, c,
+    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr,
+):
+    """Grid (Hq, query tiles in launch order). q/k/v/o descriptors over [T, H * D] views."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+
+    head = gl.program_id(0)
+    tile = gl.load(order_ptr + gl.program_id(1))
+    kv_col = (head // (H_Q // H_KV)) * HEAD_DIM
+    start_m = tile * BLOCK_M
+    offs_m = start_m + gl.arange(0, BLOCK_M, layout=rows_s)
+    row_ok = offs_m < total
+    seg_start_m = gl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
+    # Key tiles visited, as kernels.attention._key_tile_ranges: [lo, full_lo) and [full_hi, hi)
+    # masked, [full_lo, full_hi) unmasked.
+    last_row = gl.minimum(start_m + BLOCK_M, total) - 1
+    lo = gl.load(seg_start_ptr + start_m) // BLOCK_N
+    hi = gl.cdiv(last_row + 1, BLOCK_N)
+    full_lo = gl.minimum(gl.cdiv(gl.load(seg_start_ptr + last_row), BLOCK_N), hi)
+    full_hi = gl.maximum(gl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
+
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES] + k_desc.block_type.shape,
+                                       k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, [STAGES] + v_desc.block_type.shape,
+                                       v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for st in gl.static_range(STAGES):
+        mbarrier.init(k_bars.index(st), count=1)
+        mbarrier.init(v_bars.index(st), count=1)
+    fence_async_shared()
+
+    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [start_m, head * HEAD_DIM], q_bar, q_smem)
+    for st in gl.static_range(STAGES):
+        _issue_tile(k_desc, k_smem, k_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
+        _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
+
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=rows_s)
+    l_i = gl.zeros([BLOCK_M], gl.float32, layout=rows_s)
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+
+    # First tile: S and its softmax (O is still 0, nothing to rescale).
+    mbarrier.wait(q_bar, 0)
+    mbarrier.wait(k_bars.index(0), 0)
+    s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
+                      is_async=True)
+    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+    p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo,
+                                       (lo < full_lo) | (lo >= full_hi), BLOCK_N, s_layout)
+    p_op = gl.convert_layout(p.to(gl.bfloat16), p_layout)
+    gl.thread_barrier()  # K_lo's slot is free in every warpgroup
+    _issue_tile(k_desc, k_smem, k_bars, lo + STAGES, STAGES, hi, kv_col, BLOCK_N, STAGES)
+
+    for n in range(lo + 1, hi):
+        i = n - lo
+        slot = i % STAGES
+        prev = (i - 1) % STAGES
+        mbarrier.wait(k_bars.index(slot), (i // STAGES) & 1)
+        s = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
+                          is_async=True)
+        mbarrier.wait(v_bars.index(prev), ((i - 1) // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+        # Wait for S_n only (MMA groups complete in order); P_{n-1} V_{n-1} keeps running.
+        s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n,
+                                           (n < full_lo) | (n >= full_hi), BLOCK_N, s_layout)
+        acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+        p_op = gl.convert_layout(p.to(gl.bfloat16), p_layout)
+        # K_n's and V_{n-1}'s slots are free in this warpgroup; the barrier makes them free in
+        # every warpgroup. K runs STAGES tiles ahead, V STAGES - 1 (it is consumed a step later).
+        gl.thread_barrier()
+        _issue_tile(k_desc, k_smem, k_bars, n + STAGES, i + STAGES, hi, kv_col, BLOCK_N, STAGES)
+        _issue_tile(v_desc, v_smem, v_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
+                    STAGES)
+
+    last = (hi - 1 - lo) % STAGES
+    mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
+    acc = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+
+    mbarrier.invalidate(q_bar)
+    for st in gl.static_range(STAGES):
+        mbarrier.invalidate(k_bars.index(st))
+        mbarrier.invalidate(v_bars.index(st))
+
+    l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+    o = acc / gl.expand_dims(l_o, 1)
+    gl.store(lse_ptr + head * stride_lh + offs_m, m_i + gl.log2(l_i), mask=row_ok)
+    # Q's slot holds the O tile for the TMA store (same shape, dtype and layout).
+    q_smem.store(o.to(gl.bfloat16))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [start_m, head * HEAD_DIM], q_smem)
+    tma.store_wait(pendings=0)
+
+
+def _rows_view(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
+    """A TMA descriptor over [T, H, D] seen as [T, H * D] (heads adjacent: stride(1) == D),
+    block [block_rows, D]."""
+    total, h, d = t.shape
+    layout = gl.NVMMASharedLayout.get_default_for([block_rows, d], gl.bfloat16)
+    return TensorDescriptor(t, [total, h * d], [t.stride(0), 1], [block_rows, d], layout)
+
+
+def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str | None:
+    """None if the Gluon forward can run on these inputs, else why not."""
+    if not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] != 9:
+        return "the Gluon forward needs a GPU of compute capability 9.x (Hopper)"
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dtype != torch.bfloat16:
+            return f"{name} must be bfloat16, got {t.dtype}"
+        if t.stride(2) != 1 or t.stride(1) != t.shape[2]:
+            return (f"{name} needs heads adjacent and a contiguous head dim (strides (*, D, 1)) "
+                    f"for its TMA descriptor, got strides {t.stride()}")
+        if (t.stride(0) * 2) % 16 or t.data_ptr() % 16:
+            return f"{name} needs a 16-byte aligned base and token stride, got {t.stride()}"
+    if q.shape[2] not in (64, 128):
+        return f"head dim {q.shape[2]}; accepted: 64, 128"
+    return None
+
+
+def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse):
+    """Writes O [T, Hq, D] bf16 and lse2 [Hq, T] float32 (allocated by the caller,
+    kernels.attention.attention_fwd), as the triton BF16 forward does; order_fwd: launch order
+    of the BLOCK_M-query tiles."""
+    why = supports(q, k, v)
+    if why is not None:
+        raise ValueError(why)
+    total, hq, d = q.shape
+    assert o.shape == q.shape and o.stride() == q.new_empty(q.shape).stride(), "o: contiguous"
+    assert lse.shape == (hq, total) and lse.stride(1) == 1, "lse: [Hq, T], unit stride along T"
+    grid = (hq, order_fwd.numel())
+    _attn_fwd_hopper_kernel[grid](
+        _rows_view(q, BLOCK_M), _rows_view(k, BLOCK_N), _rows_view(v, BLOCK_N),
+        _rows_view(o, BLOCK_M), lse, seg_start, order_fwd, lse.stride(0), total,
+        softmax_scale * LOG2E, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_M=BLOCK_M,
+        BLOCK_N=BLOCK_N, STAGES=STAGES, num_warps=NUM_WARPS)
+    return o, lse

@@ -1,0 +1,83 @@
+"""The Gluon BF16 forward for Hopper (flamia/kernels/attention_hopper.py, FLAMIA_FWD_KERNEL=gluon).
+Gluon has no interpreter, so this is GPU tier only (compute capability 9.x); on CPU the only
+tests are those of the selection switch."""
+
+import pytest
+import torch
+
+import flamia
+from flamia.kernels import attention as K
+from flamia.probes import adversarial_cu_seqlens, probe_attention
+
+from conftest import DEVICE, rand_qkvdo
+from test_kernels import GPU_CASES, _check_flash_attention_rule, _cu, _triton, poisoned  # noqa: F401
+
+HOPPER = DEVICE == "cuda" and torch.cuda.get_device_capability()[0] == 9
+hopper = pytest.mark.skipif(not HOPPER, reason="Gluon forward: needs a Hopper GPU (sm_90)")
+
+
+@pytest.fixture
+def gluon_fwd(monkeypatch):
+    monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
+
+
+def test_fwd_kernel_switch_rejects_unknown_values(monkeypatch):
+    monkeypatch.setenv("FLAMIA_FWD_KERNEL", "cuda")
+    with pytest.raises(ValueError, match="accepted"):
+        K.fwd_kernel()
+    monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
+    assert K.fwd_kernel(fp8=True) == "triton"  # FP8 recipes keep the triton forward
+    if DEVICE == "cpu":
+        with pytest.raises(ValueError, match="TRITON_INTERPRET"):
+            K.fwd_kernel()
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES)
+def test_gluon_forward_flash_attention_rule(lengths, hq, hkv, d, gluon_fwd, poisoned):
+    """O, and the gradients of the triton backward from the Gluon forward's O and lse, by the
+    FlashAttention rule against float64; every output element written (poisoned)."""
+    _check_flash_attention_rule(lengths, hq, hkv, d, "cuda")
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES)
+def test_gluon_forward_matches_triton_forward(lengths, hq, hkv, d, monkeypatch):
+    """Same recipe, other tile widths (128 keys against 64): P's bf16 rounding happens against
+    a different running maximum, so O agrees to about one bf16 step; lse2 = m + log2(l) only
+    differs by the fp32 order of l's sum."""
+    cu = _cu(lengths, "cuda")
+    q, k, v, _ = rand_qkvdo(sum(lengths), hq, hkv, d, seed=5, device="cuda")
+    outs = {}
+    for kernel in K.FWD_KERNELS:
+        monkeypatch.setenv("FLAMIA_FWD_KERNEL", kernel)
+        plan = flamia.ops.batch_plan(cu, q.shape[0], d)
+        outs[kernel] = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+    (o_t, lse_t), (o_g, lse_g) = outs["triton"], outs["gluon"]
+    rel = (o_g.float() - o_t.float()).norm() / o_t.float().norm()
+    assert rel < 4e-3, f"O: relative difference {rel:.2e}"
+    assert (lse_g - lse_t).abs().max().item() < 1e-4
+
+
+@pytest.mark.gpu
+@hopper
+def test_gluon_forward_does_not_leak(gluon_fwd):
+    total = 4096
+    cu = adversarial_cu_seqlens(total, device="cuda")
+    q, k, v, do = rand_qkvdo(total, 8, 2, 128, seed=4, device="cuda")
+    res = probe_attention(_triton, q, k, v, cu, do, max_targets=3)
+    for r in res.values():
+        assert r.n_compared > 0
+        assert r.max_abs_delta == 0.0, str(r)
+
+
+@pytest.mark.gpu
+@hopper
+def test_gluon_forward_rejects_unsupported_layouts(gluon_fwd):
+    q, k, v, _ = rand_qkvdo(256, 4, 4, 128, device="cuda")
+    cu = _cu([256], "cuda")
+    q_heads_apart = q.transpose(0, 1).contiguous().transpose(0, 1)  # stride(1) != D
+    with pytest.raises(ValueError, match="heads adjacent"):
+        _triton(q_heads_apart, k, v, cu)
