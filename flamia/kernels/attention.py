@@ -142,7 +142,7 @@ def fwd_kernel(fp8: bool = False) -> str:
 def fwd_blocks(d: int, fp8: bool = False) -> tuple[int, int]:
     if fwd_kernel(fp8) == "gluon":
         from . import attention_hopper
-        return attention_hopper.BLOCK_M, attention_hopper.BLOCK_N
+        return attention_hopper.config()[:2]
     return _blocks("fwd", d, fp8)
 
 

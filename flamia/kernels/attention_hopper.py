@@ -20,6 +20,8 @@ warpgroup that waits; the thread that issues the TMA must know that every warpgr
 
 from __future__ import annotations
 
+import os
+
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -28,13 +30,25 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 LOG2E = 1.4426950408889634
-# Tile shape and pipeline of the Gluon forward: one 128-query tile per program on 8 warps (each
-# warpgroup owns 64 rows: the S, O accumulators and P fit in registers), 128-key tiles, a ring
-# of 2 K/V slots (3 would need 224 KB of shared memory with Q at D = 128).
-BLOCK_M = 128
-BLOCK_N = 128
-NUM_WARPS = 8
-STAGES = 2
+# Tile shape and pipeline (BLOCK_M, BLOCK_N, warps, ring slots): one warpgroup (4 warps) per 64
+# query rows, the layout's rule (warps_per_cta [warps, 1], 16 rows per warp). Default: 128 x 128
+# on 8 warps with 2 K/V slots (3 would need 224 KB of shared memory with Q at D = 128).
+# FLAMIA_GLUON_FWD="M,N,W,S" overrides it (bench/fwd_variants.py sweeps it).
+DEFAULT_CONFIG = (128, 128, 8, 2)
+
+
+def config() -> tuple[int, int, int, int]:
+    text = os.environ.get("FLAMIA_GLUON_FWD")
+    if not text:
+        return DEFAULT_CONFIG
+    try:
+        m, n, w, st = (int(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}; accepted: M,N,W,S e.g. 128,128,8,2") from None
+    if m != 16 * w or m not in (64, 128) or n not in (64, 128) or st < 2:
+        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}: needs M = 16 * W, M and N in (64, 128), "
+                         "S >= 2")
+    return m, n, w, st
 
 
 @gluon.jit
@@ -204,17 +218,18 @@ def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str | None:
 def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse):
     """Writes O [T, Hq, D] bf16 and lse2 [Hq, T] float32 (allocated by the caller,
     kernels.attention.attention_fwd), as the triton BF16 forward does; order_fwd: launch order
-    of the BLOCK_M-query tiles."""
+    of the query tiles of config()'s BLOCK_M."""
     why = supports(q, k, v)
     if why is not None:
         raise ValueError(why)
     total, hq, d = q.shape
     assert o.shape == q.shape and o.stride() == q.new_empty(q.shape).stride(), "o: contiguous"
     assert lse.shape == (hq, total) and lse.stride(1) == 1, "lse: [Hq, T], unit stride along T"
+    block_m, block_n, warps, stages = config()
     grid = (hq, order_fwd.numel())
     _attn_fwd_hopper_kernel[grid](
-        _rows_view(q, BLOCK_M), _rows_view(k, BLOCK_N), _rows_view(v, BLOCK_N),
-        _rows_view(o, BLOCK_M), lse, seg_start, order_fwd, lse.stride(0), total,
-        softmax_scale * LOG2E, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_M=BLOCK_M,
-        BLOCK_N=BLOCK_N, STAGES=STAGES, num_warps=NUM_WARPS)
+        _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
+        _rows_view(o, block_m), lse, seg_start, order_fwd, lse.stride(0), total,
+        softmax_scale * LOG2E, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_M=block_m,
+        BLOCK_N=block_n, STAGES=stages, num_warps=warps)
     return o, lse
