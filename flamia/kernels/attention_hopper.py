@@ -63,12 +63,12 @@ def _issue_tile(desc, smem, bars, n, i, hi, col, BLOCK_N: gl.constexpr, STAGES: 
 
 
 @gluon.jit
-def _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, masked,
+def _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, MASKED: gl.constexpr,
                   BLOCK_N: gl.constexpr, s_layout: gl.constexpr):
     """The online-softmax step of kernels.attention._fwd_tile on the logits tile s = Q K_n^T:
     masked tiles hide keys before each row's segment start and after the row; the running max
     is an integer (exact power-of-two rescaling). Returns P (fp32), the new max, l and alpha."""
-    if masked:
+    if MASKED:
         offs_n = n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         visible = ((gl.expand_dims(offs_n, 0) >= gl.expand_dims(seg_start_m, 1))
                    & (gl.expand_dims(offs_n, 0) <= gl.expand_dims(offs_m, 1)))
@@ -79,6 +79,45 @@ def _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, masked,
     p = gl.exp2(s * c - gl.expand_dims(m_sub, 1))
     l_i = l_i * alpha + gl.sum(p, 1)
     return p, m_new, l_i, alpha
+
+
+@gluon.jit
+def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
+              s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, MASKED: gl.constexpr,
+              BLOCK_N: gl.constexpr, STAGES: gl.constexpr, s_layout: gl.constexpr,
+              o_layout: gl.constexpr, p_layout: gl.constexpr):
+    """Step n (> lo): S_n = Q K_n^T and O += P_{n-1} V_{n-1} issued together; the softmax of S_n
+    runs while the tensor cores finish P_{n-1} V_{n-1}; then O is rescaled for step n."""
+    i = n - lo
+    slot = i % STAGES
+    prev = (i - 1) % STAGES
+    # Refill the ring first: K_{n-1}'s and V_{n-2}'s slots were freed by the previous step in
+    # this warpgroup, and the barrier makes them free in every warpgroup. Here, not at the end
+    # of the previous step: ptxas hoists the MMA wait up to a barrier that follows it, and the
+    # softmax then runs after P V instead of beside it (SASS, 2026-12-03). K runs STAGES tiles
+    # ahead of its use, V STAGES - 1 (it is consumed a step later).
+    gl.thread_barrier()
+    _issue_tile(k_desc, k_smem, k_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
+                STAGES)
+    _issue_tile(v_desc, v_smem, v_bars, n - 2 + STAGES, i - 2 + STAGES, hi, kv_col, BLOCK_N,
+                STAGES)
+    mbarrier.wait(k_bars.index(slot), (i // STAGES) & 1)
+    s = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
+                      is_async=True)
+    mbarrier.wait(v_bars.index(prev), ((i - 1) // STAGES) & 1)
+    acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+    # Wait for S_n only (MMA groups complete in order); P_{n-1} V_{n-1} keeps running.
+    s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+    p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, MASKED, BLOCK_N,
+                                       s_layout)
+    alpha = gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))
+    acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
+    # P_n becomes an MMA operand only now: written before the wait, its registers could be
+    # those of P_{n-1}, which the MMA in flight still reads, and ptxas then moves the wait up
+    # above the softmax (FlashAttention-3 converts after the wait too).
+    p_next = gl.convert_layout(p.to(gl.bfloat16), p_layout)
+    acc = acc * gl.expand_dims(alpha, 1)
+    return acc, p_next, m_i, l_i
 
 
 @gluon.jit
@@ -126,9 +165,10 @@ def _attn_fwd_hopper_kernel(
 
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [start_m, head * HEAD_DIM], q_bar, q_smem)
-    for st in gl.static_range(STAGES):
+    for st in gl.static_range(STAGES):  # K tiles 0 .. STAGES - 1, V tiles 0 .. STAGES - 2
         _issue_tile(k_desc, k_smem, k_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
-        _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
+        if st < STAGES - 1:
+            _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
 
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=rows_s)
     l_i = gl.zeros([BLOCK_M], gl.float32, layout=rows_s)
@@ -141,34 +181,32 @@ def _attn_fwd_hopper_kernel(
     s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
                       is_async=True)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
-    p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo,
-                                       (lo < full_lo) | (lo >= full_hi), BLOCK_N, s_layout)
+    if (lo < full_lo) | (lo >= full_hi):
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, True,
+                                           BLOCK_N, s_layout)
+    else:
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, False,
+                                           BLOCK_N, s_layout)
     p_op = gl.convert_layout(p.to(gl.bfloat16), p_layout)
-    gl.thread_barrier()  # K_lo's slot is free in every warpgroup
-    _issue_tile(k_desc, k_smem, k_bars, lo + STAGES, STAGES, hi, kv_col, BLOCK_N, STAGES)
 
-    for n in range(lo + 1, hi):
-        i = n - lo
-        slot = i % STAGES
-        prev = (i - 1) % STAGES
-        mbarrier.wait(k_bars.index(slot), (i // STAGES) & 1)
-        s = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
-                          is_async=True)
-        mbarrier.wait(v_bars.index(prev), ((i - 1) // STAGES) & 1)
-        acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
-        # Wait for S_n only (MMA groups complete in order); P_{n-1} V_{n-1} keeps running.
-        s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
-        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n,
-                                           (n < full_lo) | (n >= full_hi), BLOCK_N, s_layout)
-        acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
-        acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
-        p_op = gl.convert_layout(p.to(gl.bfloat16), p_layout)
-        # K_n's and V_{n-1}'s slots are free in this warpgroup; the barrier makes them free in
-        # every warpgroup. K runs STAGES tiles ahead, V STAGES - 1 (it is consumed a step later).
-        gl.thread_barrier()
-        _issue_tile(k_desc, k_smem, k_bars, n + STAGES, i + STAGES, hi, kv_col, BLOCK_N, STAGES)
-        _issue_tile(v_desc, v_smem, v_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
-                    STAGES)
+    # Steps lo + 1 .. hi - 1 in three loops (masked boundary tiles, unmasked tiles, masked
+    # diagonal tiles): no branch inside a step, where ptxas would wait for the MMAs in flight
+    # at the join (SASS, 2026-12-03: the softmax then ran after P V, not beside it).
+    for n in range(lo + 1, full_lo):
+        acc, p_op, m_i, l_i = _fwd_step(
+            acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
+            s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, True, BLOCK_N, STAGES,
+            s_layout, o_layout, p_layout)
+    for n in range(gl.maximum(lo + 1, full_lo), full_hi):
+        acc, p_op, m_i, l_i = _fwd_step(
+            acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
+            s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, False, BLOCK_N, STAGES,
+            s_layout, o_layout, p_layout)
+    for n in range(gl.maximum(lo + 1, full_hi), hi):
+        acc, p_op, m_i, l_i = _fwd_step(
+            acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
+            s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, True, BLOCK_N, STAGES,
+            s_layout, o_layout, p_layout)
 
     last = (hi - 1 - lo) % STAGES
     mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
