@@ -1,6 +1,6 @@
-"""The Gluon BF16 forward for Hopper (flamia/kernels/attention_hopper.py, FLAMIA_FWD_KERNEL=gluon).
-Gluon has no interpreter, so this is GPU tier only (compute capability 9.x); on CPU the only
-tests are those of the selection switch."""
+"""The Gluon BF16 forward for Hopper (flamia/kernels/attention_hopper.py; FLAMIA_FWD_KERNEL=auto
+runs it on compute capability 9.x, =gluon asks for it). Gluon has no interpreter, so this is GPU
+tier only; on CPU the only tests are those of the selection switch."""
 
 import pytest
 import torch
@@ -21,7 +21,7 @@ def gluon_fwd(monkeypatch):
     monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
 
 
-def test_fwd_kernel_switch_rejects_unknown_values(monkeypatch):
+def test_fwd_kernel_switch(monkeypatch):
     monkeypatch.setenv("FLAMIA_FWD_KERNEL", "cuda")
     with pytest.raises(ValueError, match="accepted"):
         K.fwd_kernel()
@@ -30,6 +30,10 @@ def test_fwd_kernel_switch_rejects_unknown_values(monkeypatch):
     if DEVICE == "cpu":
         with pytest.raises(ValueError, match="TRITON_INTERPRET"):
             K.fwd_kernel()
+    monkeypatch.setenv("FLAMIA_FWD_KERNEL", "auto")
+    assert K.fwd_kernel() == ("gluon" if HOPPER else "triton")
+    monkeypatch.delenv("FLAMIA_FWD_KERNEL")
+    assert K.fwd_kernel() == ("gluon" if HOPPER else "triton")  # auto is the default
 
 
 @pytest.mark.gpu
@@ -75,9 +79,16 @@ def test_gluon_forward_does_not_leak(gluon_fwd):
 
 @pytest.mark.gpu
 @hopper
-def test_gluon_forward_rejects_unsupported_layouts(gluon_fwd):
+def test_gluon_forward_unsupported_layouts(monkeypatch):
+    """Q with its heads apart (stride(1) != D, no TMA view [T, H * D]): FLAMIA_FWD_KERNEL=gluon
+    refuses it with the reason; auto runs the triton forward instead (same result as triton)."""
     q, k, v, _ = rand_qkvdo(256, 4, 4, 128, device="cuda")
-    cu = _cu([256], "cuda")
-    q_heads_apart = q.transpose(0, 1).contiguous().transpose(0, 1)  # stride(1) != D
+    cu = _cu([100, 156], "cuda")
+    q_heads_apart = q.transpose(0, 1).contiguous().transpose(0, 1)
+    monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
     with pytest.raises(ValueError, match="heads adjacent"):
         _triton(q_heads_apart, k, v, cu)
+    monkeypatch.setenv("FLAMIA_FWD_KERNEL", "auto")
+    o_auto = _triton(q_heads_apart, k, v, cu)
+    monkeypatch.setenv("FLAMIA_FWD_KERNEL", "triton")
+    assert torch.equal(o_auto, _triton(q_heads_apart, k, v, cu))

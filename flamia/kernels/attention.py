@@ -121,21 +121,29 @@ def _blocks(kernel: str, d: int, fp8: bool, mma: int | None = None) -> tuple[int
     return BLOCKS[(kernel, fp8)][d]
 
 
-FWD_KERNELS = ("triton", "gluon")
+FWD_KERNELS = ("auto", "triton", "gluon")
+
+
+def _is_hopper() -> bool:
+    return (not INTERPRET and torch.cuda.is_available()
+            and torch.cuda.get_device_capability()[0] == 9)
 
 
 def fwd_kernel(fp8: bool = False) -> str:
-    """Which BF16 forward runs: FLAMIA_FWD_KERNEL=triton (default; _attn_fwd_kernel) or gluon
-    (kernels/attention_hopper.py: asynchronous warpgroup MMAs overlapped with the softmax and
-    TMA loads, Hopper only, no interpreter). Read at every launch and by the batch plan (the
-    Gluon forward's key tiles are 128 wide). The FP8 recipes always run the triton forward."""
-    choice = os.environ.get("FLAMIA_FWD_KERNEL", "triton")
+    """Which BF16 forward runs, "triton" (_attn_fwd_kernel) or "gluon" (kernels/attention_hopper.py:
+    asynchronous warpgroup MMAs overlapped with the softmax, TMA loads; Hopper only, no
+    interpreter; 3-15% faster on the H200, bench/results/fwd_variants_20261203_H200.txt).
+    FLAMIA_FWD_KERNEL=auto (default: gluon on Hopper, else triton), triton or gluon; read at
+    every launch and by the batch plan. The FP8 recipes always run the triton forward."""
+    choice = os.environ.get("FLAMIA_FWD_KERNEL", "auto")
     if choice not in FWD_KERNELS:
         raise ValueError(f"FLAMIA_FWD_KERNEL={choice!r}; accepted: {FWD_KERNELS}")
     if fp8:
         return "triton"
     if choice == "gluon" and INTERPRET:
         raise ValueError("FLAMIA_FWD_KERNEL=gluon: Gluon kernels do not run under TRITON_INTERPRET")
+    if choice == "auto":
+        return "gluon" if _is_hopper() else "triton"
     return choice
 
 
@@ -866,10 +874,17 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
     hkv = k.shape[1]
     o = empty((total, hq, d), dtype=torch.bfloat16, device=q.device)
     lse = empty((hq, total), dtype=torch.float32, device=q.device)
-    if fwd_kernel(fp8 is not None) == "gluon":
-        from .attention_hopper import attention_fwd_hopper
-        return attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse)
     block_m, block_n = fwd_blocks(d, fp8 is not None)
+    if fwd_kernel(fp8 is not None) == "gluon":
+        from . import attention_hopper
+        why = attention_hopper.supports(q, k, v)
+        if why is None:
+            return attention_hopper.attention_fwd_hopper(q, k, v, seg_start, order_fwd,
+                                                         softmax_scale, o, lse)
+        # auto: the triton forward takes these inputs, if the plan's query tiles fit it
+        triton_m, block_n = _blocks("fwd", d, False)
+        if os.environ.get("FLAMIA_FWD_KERNEL", "auto") == "gluon" or triton_m != block_m:
+            raise ValueError(f"Gluon forward (FLAMIA_FWD_KERNEL): {why}")
     if fp8 is None:
         _check_unit_d(v)
         sq = skv = lse  # unused (IS_FP8=False)

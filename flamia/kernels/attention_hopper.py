@@ -1,25 +1,37 @@
 """Hopper (sm_90) BF16 forward written in Gluon, triton's lower-level dialect: the same function
-as the triton forward of kernels/attention.py (same tiles visited, same masking, same softmax
-convention and outputs), with what triton 3.6 does not do for a tl.dot loop:
+as the triton forward of kernels/attention.py (same key tiles visited, same masking, same softmax
+convention and outputs; 128-wide key tiles instead of 64, so P is rounded to bf16 against other
+running maxima: O agrees to ~1e-5 relative), built the way FlashAttention-3 builds its forward:
 
-- asynchronous warpgroup MMAs overlapped with the softmax (FlashAttention-3's intra-warpgroup
-  pipelining): step j issues S_j = Q K_j^T and O += P_{j-1} V_{j-1}, waits for S_j only, runs
-  the softmax of S_j while the tensor cores compute P_{j-1} V_{j-1}, then rescales O;
-- K and V tiles brought by TMA into a ring of shared-memory slots, one mbarrier per slot and
-  operand, so S_j can start before V_j has arrived;
+- asynchronous warpgroup MMAs: step n issues S_n = Q K_n^T and O += P_{n-1} V_{n-1} together and
+  waits for S_n only, so that the softmax of S_n can run while the tensor cores compute
+  P_{n-1} V_{n-1} (intra-warpgroup pipelining). Caveat, read in the SASS (triton 3.6's ptxas):
+  ptxas places the wait for P V early in the softmax (after the row maximum), so most of the
+  exponentials still run after it; no Gluon-level change tried so far moved it (see _fwd_step);
+- K and V tiles brought by TMA into a ring of shared-memory slots with one mbarrier per slot and
+  operand (S_n can start before V_n has arrived), refilled at the start of each step;
+- no branch inside a pipelined step (masked and unmasked key tiles run in separate loops);
 - O written by one TMA store that clips the rows past the last token.
 
-Selected by FLAMIA_FWD_KERNEL=gluon (see kernels.attention.fwd_kernel); BF16 recipe only, on
-GPUs of compute capability 9.x. Gluon has no interpreter: this kernel is tested on the GPU tier
-only (tests/test_kernels_hopper.py), against the triton forward and the float64 reference.
+Measured on the H200 (python -m bench.fwd_variants, bench/results/fwd_variants_20261203_H200.txt):
+forward 3-15% faster than the triton kernel (one document 2.47 vs 2.54 ms, lognormal 1k 0.85 vs
+0.95, U(32,1024) 0.42 vs 0.50); Nsight Compute puts the remaining stalls in CTA barriers (23%),
+fixed-latency dependencies (20%) and the mbarrier waits for K/V (12%)
+(bench/results/ncu_gluon_fwd_20261203_H200.txt).
 
-Why the CTA barrier before each TMA load into a ring slot: both warpgroups of the program read
-the slot's K and V through their own MMAs, and a warpgroup_mma_wait only covers the MMAs of the
-warpgroup that waits; the thread that issues the TMA must know that every warpgroup is done.
+The BF16 forward on GPUs of compute capability 9.x (FLAMIA_FWD_KERNEL=auto, the default, or
+gluon; see kernels.attention.fwd_kernel). Gluon has no interpreter: this kernel is tested on the
+GPU tier only (tests/test_kernels_hopper.py), against the triton forward and float64.
+
+Why a CTA barrier before each TMA load into a ring slot: both warpgroups of the program read the
+slot's K and V through their own MMAs, and a warpgroup_mma_wait only covers the MMAs of the
+warpgroup that waits; the thread that issues the TMA must know that every warpgroup is done
+(triton's shared-memory hazard analysis inserts the same barrier; it is written out here).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -28,6 +40,11 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+# Renamed after triton 3.6 (the H200 image's); CI's triton 3.9 compiles this module too.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier  # renamed likewise
 
 LOG2E = 1.4426950408889634
 # Tile shape and pipeline (BLOCK_M, BLOCK_N, warps, ring slots): one warpgroup (4 warps) per 64
@@ -58,7 +75,7 @@ def _issue_tile(desc, smem, bars, n, i, hi, col, BLOCK_N: gl.constexpr, STAGES: 
     slot = i % STAGES
     pred = n < hi
     mbarrier.expect(bars.index(slot), desc.block_type.nbytes, pred=pred)
-    tma.async_copy_global_to_shared(desc, [n * BLOCK_N, col], bars.index(slot), smem.index(slot),
+    tma_load(desc, [n * BLOCK_N, col], bars.index(slot), smem.index(slot),
                                     pred=pred)
 
 
@@ -92,11 +109,10 @@ def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_des
     slot = i % STAGES
     prev = (i - 1) % STAGES
     # Refill the ring first: K_{n-1}'s and V_{n-2}'s slots were freed by the previous step in
-    # this warpgroup, and the barrier makes them free in every warpgroup. Here, not at the end
-    # of the previous step: ptxas hoists the MMA wait up to a barrier that follows it, and the
-    # softmax then runs after P V instead of beside it (SASS, 2026-12-03). K runs STAGES tiles
-    # ahead of its use, V STAGES - 1 (it is consumed a step later).
-    gl.thread_barrier()
+    # this warpgroup, and the barrier makes them free in every warpgroup. At the start of the
+    # step, so that no barrier sits between the two MMA waits below. K runs STAGES tiles ahead
+    # of its use, V STAGES - 1 (it is consumed a step later).
+    cta_barrier()
     _issue_tile(k_desc, k_smem, k_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
                 STAGES)
     _issue_tile(v_desc, v_smem, v_bars, n - 2 + STAGES, i - 2 + STAGES, hi, kv_col, BLOCK_N,
@@ -111,10 +127,11 @@ def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_des
     p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, MASKED, BLOCK_N,
                                        s_layout)
     alpha = gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))
+    # ptxas moves this wait up into the softmax (after the row maximum: SASS, 2026-12-03),
+    # whatever the order here; tried without effect: register pins (non-pure inline asm) on
+    # P, l and alpha, no barrier after the step. P_n becomes an MMA operand only after the
+    # wait, as in FlashAttention-3: its registers may be those P_{n-1} occupies in flight.
     acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
-    # P_n becomes an MMA operand only now: written before the wait, its registers could be
-    # those of P_{n-1}, which the MMA in flight still reads, and ptxas then moves the wait up
-    # above the softmax (FlashAttention-3 converts after the wait too).
     p_next = gl.convert_layout(p.to(gl.bfloat16), p_layout)
     acc = acc * gl.expand_dims(alpha, 1)
     return acc, p_next, m_i, l_i
@@ -164,7 +181,7 @@ def _attn_fwd_hopper_kernel(
     fence_async_shared()
 
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [start_m, head * HEAD_DIM], q_bar, q_smem)
+    tma_load(q_desc, [start_m, head * HEAD_DIM], q_bar, q_smem)
     for st in gl.static_range(STAGES):  # K tiles 0 .. STAGES - 1, V tiles 0 .. STAGES - 2
         _issue_tile(k_desc, k_smem, k_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
         if st < STAGES - 1:
@@ -224,16 +241,22 @@ def _attn_fwd_hopper_kernel(
     # Q's slot holds the O tile for the TMA store (same shape, dtype and layout).
     q_smem.store(o.to(gl.bfloat16))
     fence_async_shared()
-    tma.async_copy_shared_to_global(o_desc, [start_m, head * HEAD_DIM], q_smem)
+    tma_store(o_desc, [start_m, head * HEAD_DIM], q_smem)
     tma.store_wait(pendings=0)
+
+
+@functools.lru_cache(maxsize=None)
+def _tile_layout(block_rows: int, d: int):
+    # Cached: building it costs ~15 us of host time per descriptor (cProfile on the H200).
+    return gl.NVMMASharedLayout.get_default_for([block_rows, d], gl.bfloat16)
 
 
 def _rows_view(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
     """A TMA descriptor over [T, H, D] seen as [T, H * D] (heads adjacent: stride(1) == D),
     block [block_rows, D]."""
     total, h, d = t.shape
-    layout = gl.NVMMASharedLayout.get_default_for([block_rows, d], gl.bfloat16)
-    return TensorDescriptor(t, [total, h * d], [t.stride(0), 1], [block_rows, d], layout)
+    return TensorDescriptor(t, [total, h * d], [t.stride(0), 1], [block_rows, d],
+                            _tile_layout(block_rows, d))
 
 
 def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str | None:
