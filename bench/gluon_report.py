@@ -20,8 +20,8 @@ from unittest import mock
 
 import torch
 import triton
+from triton import knobs
 from triton.backends.compiler import GPUTarget
-from triton.backends.nvidia.compiler import get_ptxas
 from triton.experimental.gluon._runtime import GluonASTSource
 from triton.runtime.jit import mangle_type
 
@@ -61,8 +61,8 @@ def sass_lines(cubin: bytes) -> list[str]:
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        cuobjdump = os.path.join(os.path.dirname(get_ptxas(90).path), "cuobjdump")
-        out = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
+        out = subprocess.run([knobs.nvidia.cuobjdump.path, "-sass", f.name], capture_output=True,
+                             text=True).stdout
     return [line for line in out.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
 
 
