@@ -5,9 +5,9 @@ running maxima: O agrees to ~1e-5 relative), built the way FlashAttention-3 buil
 
 - asynchronous warpgroup MMAs: step n issues S_n = Q K_n^T and O += P_{n-1} V_{n-1} together and
   waits for S_n only, so that the softmax of S_n can run while the tensor cores compute
-  P_{n-1} V_{n-1} (intra-warpgroup pipelining). ptxas schedules a plain wait right after the
-  row maximum, before the exponentials; the wait is therefore tied to the softmax's result
-  (_wait_mmas_after; bench/gluon_report.py counts the exponentials that overlap the MMAs);
+  P_{n-1} V_{n-1} (intra-warpgroup pipelining). In the SASS, ptxas puts the wait for P V right
+  after the row maximum, so the exponentials run after it (bench/gluon_report.py counts them);
+  forcing them before the wait measured slower (see _fwd_step);
 - K and V tiles brought by TMA into a ring of shared-memory slots with one mbarrier per slot and
   operand (S_n can start before V_n has arrived), refilled at the start of each step;
 - no branch inside a pipelined step (masked and unmasked key tiles run in separate loops);
@@ -80,22 +80,6 @@ def _issue_tile(desc, smem, bars, n, i, hi, col, BLOCK_N: gl.constexpr, STAGES: 
 
 
 @gluon.jit
-def _wait_mmas_after(x):
-    """Waits for every warpgroup MMA in flight, after x has been computed; returns x. Emitted as
-    "@p wgmma.wait_group 0" with p = (x >= 0), always true here (x: l, a sum of exponentials),
-    inside one asm statement that also passes x through: ptxas cannot evaluate the predicate
-    before x exists, so the wait lands after the code computing x. A plain warpgroup_mma_wait
-    has no operands, and ptxas scheduled it right after the row maximum, before the
-    exponentials (bench/gluon_report.py: 0 of 66 exponentials per step overlapped P V; with
-    this, 66 of 66). Callers still call warpgroup_mma_wait afterwards (it orders the results
-    for triton; nothing is pending by then)."""
-    return gl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ge.f32 p, $1, 0f00000000; "
-        "@p wgmma.wait_group.sync.aligned 0; mov.b32 $0, $1; }",
-        "=r,r", [x], dtype=gl.float32, is_pure=False, pack=1)
-
-
-@gluon.jit
 def _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, MASKED: gl.constexpr,
                   BLOCK_N: gl.constexpr, s_layout: gl.constexpr):
     """The online-softmax step of kernels.attention._fwd_tile on the logits tile s = Q K_n^T:
@@ -143,10 +127,12 @@ def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_des
     p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, MASKED, BLOCK_N,
                                        s_layout)
     alpha = gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))
-    # The wait for P_{n-1} V_{n-1}, after the softmax (see _wait_mmas_after). P_n becomes an
-    # MMA operand only after it, as in FlashAttention-3: its registers may be those P_{n-1}
-    # occupies in flight.
-    l_i = _wait_mmas_after(l_i)
+    # ptxas schedules this wait right after the row maximum, before the exponentials. Tying it
+    # to the row sum (a predicated wgmma.wait_group, p = l >= 0, in one asm statement with l)
+    # kept all 64 exponentials beside P V (bench/gluon_report.py) but made the forward 2-6%
+    # slower on the H200 (bench/results/fwd_variants_20261203_H200.txt, run 4), so it is not
+    # used. P_n becomes an MMA operand only after the wait, as in FlashAttention-3: its
+    # registers may be those P_{n-1} occupies in flight.
     acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
     p_next = gl.convert_layout(p.to(gl.bfloat16), p_layout)
     acc = acc * gl.expand_dims(alpha, 1)
