@@ -8,7 +8,7 @@
 #   sweep / mini: MXFP8 config sweep (bench/fp8_sweep.sh) and the token-major copy check
 #   last: GPU tests on the final tree and a quick benchmark of it (~4.5 min)
 #   dq: the BF16 dQ modes (FLAMIA_DQ=separate|fused): GPU tests and a quick benchmark
-#   gluon: the Gluon BF16 forward (FLAMIA_FWD_KERNEL): GPU tests and a quick benchmark
+#   gluon: the Gluon BF16 forward and dQ (FLAMIA_FWD_KERNEL, FLAMIA_DQ_KERNEL): GPU tests, quick benchmark
 #   profile: Nsight Compute (ncu) on the bf16 and mxfp8 kernels, stall reasons per SASS line
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
@@ -102,12 +102,12 @@ dq)  # BF16 dQ modes (FLAMIA_DQ): GPU tests of both, then a quick benchmark of b
     cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|_quantize|_token_major)|^###|Error" $OUT/bench.log | tail -40
   ;;
-gluon)  # the Gluon BF16 forward (default on Hopper): its GPU tests, then a quick benchmark
-  FLAMIA_AUTOTUNE=0 step "gpu tests" 200 python -m pytest -q -p no:cacheprovider \
-    tests/test_kernels_hopper.py > $OUT/gpu_tests.log 2>&1
+gluon)  # the Gluon BF16 kernels (default on Hopper): GPU tests, then a quick benchmark
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 240 python -m pytest -q -p no:cacheprovider \
+    tests/test_kernels_hopper.py tests/test_kernels.py tests/test_api.py > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
   FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 240 python -m bench.attention --quick --profile --dists \
-    lognormal_1k one_doc u32_1024 --providers flamia-bf16 "flamia-bf16 (triton fwd)" cudnn-thd \
+    lognormal_1k one_doc u32_1024 --providers flamia-bf16 "flamia-bf16 (triton kernels)" cudnn-thd \
     cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|_quantize|_token_major)|^###|Error" $OUT/bench.log | tail -40
   ;;

@@ -18,7 +18,10 @@ hopper = pytest.mark.skipif(not HOPPER, reason="Gluon forward: needs a Hopper GP
 
 @pytest.fixture
 def gluon_fwd(monkeypatch):
+    """Both Gluon kernels asked for explicitly (an unsupported input raises instead of falling
+    back to triton)."""
     monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
+    monkeypatch.setenv("FLAMIA_DQ_KERNEL", "gluon")
 
 
 def test_fwd_kernel_switch(monkeypatch):
@@ -34,13 +37,19 @@ def test_fwd_kernel_switch(monkeypatch):
     assert K.fwd_kernel() == ("gluon" if HOPPER else "triton")
     monkeypatch.delenv("FLAMIA_FWD_KERNEL")
     assert K.fwd_kernel() == ("gluon" if HOPPER else "triton")  # auto is the default
+    monkeypatch.delenv("FLAMIA_DQ_KERNEL", raising=False)
+    assert K.dq_kernel() == ("gluon" if HOPPER else "triton")
+    assert K.dq_kernel(fp8=True) == "triton"
+    monkeypatch.setenv("FLAMIA_DQ_KERNEL", "wgmma")
+    with pytest.raises(ValueError, match="accepted"):
+        K.dq_kernel()
 
 
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES)
 def test_gluon_forward_flash_attention_rule(lengths, hq, hkv, d, gluon_fwd, poisoned):
-    """O, and the gradients of the triton backward from the Gluon forward's O and lse, by the
+    """O, and the gradients (Gluon dQ, triton dK/dV, from the Gluon forward's O and lse) by the
     FlashAttention rule against float64; every output element written (poisoned)."""
     _check_flash_attention_rule(lengths, hq, hkv, d, "cuda")
 
@@ -63,6 +72,26 @@ def test_gluon_forward_matches_triton_forward(lengths, hq, hkv, d, monkeypatch):
     rel = (o_g.float() - o_t.float()).norm() / o_t.float().norm()
     assert rel < 4e-3, f"O: relative difference {rel:.2e}"
     assert (lse_g - lse_t).abs().max().item() < 1e-4
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES)
+def test_gluon_dq_matches_triton_dq(lengths, hq, hkv, d, monkeypatch):
+    """Same tiles (128 queries x 64 keys), same recipe (bf16 dS): only the order of fp32
+    accumulation inside the MMAs can differ."""
+    cu = _cu(lengths, "cuda")
+    q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=6, device="cuda")
+    plan = flamia.ops.batch_plan(cu, q.shape[0], d)
+    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+    dqs = {}
+    for kernel in ("triton", "gluon"):
+        monkeypatch.setenv("FLAMIA_DQ_KERNEL", kernel)
+        dqs[kernel] = K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end,
+                                      plan.order_dkdv, plan.order_dq, d ** -0.5)[0]
+    ref = dqs["triton"].float()
+    rel = ((dqs["gluon"].float() - ref).norm() / ref.norm()).item()
+    assert rel < 1e-3, f"dQ: relative difference {rel:.2e}"
 
 
 @pytest.mark.gpu

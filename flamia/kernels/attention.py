@@ -129,22 +129,34 @@ def _is_hopper() -> bool:
             and torch.cuda.get_device_capability()[0] == 9)
 
 
-def fwd_kernel(fp8: bool = False) -> str:
-    """Which BF16 forward runs, "triton" (_attn_fwd_kernel) or "gluon" (kernels/attention_hopper.py:
-    asynchronous warpgroup MMAs overlapped with the softmax, TMA loads; Hopper only, no
-    interpreter; 3-15% faster on the H200, bench/results/fwd_variants_20261203_H200.txt).
-    FLAMIA_FWD_KERNEL=auto (default: gluon on Hopper, else triton), triton or gluon; read at
-    every launch and by the batch plan. The FP8 recipes always run the triton forward."""
-    choice = os.environ.get("FLAMIA_FWD_KERNEL", "auto")
+def _kernel_choice(env: str, fp8: bool) -> str:
+    """"triton" or "gluon" for a BF16 kernel that has both: env = auto (default: gluon on Hopper,
+    else triton), triton or gluon. The FP8 recipes always run the triton kernels."""
+    choice = os.environ.get(env, "auto")
     if choice not in FWD_KERNELS:
-        raise ValueError(f"FLAMIA_FWD_KERNEL={choice!r}; accepted: {FWD_KERNELS}")
+        raise ValueError(f"{env}={choice!r}; accepted: {FWD_KERNELS}")
     if fp8:
         return "triton"
     if choice == "gluon" and INTERPRET:
-        raise ValueError("FLAMIA_FWD_KERNEL=gluon: Gluon kernels do not run under TRITON_INTERPRET")
+        raise ValueError(f"{env}=gluon: Gluon kernels do not run under TRITON_INTERPRET")
     if choice == "auto":
         return "gluon" if _is_hopper() else "triton"
     return choice
+
+
+def fwd_kernel(fp8: bool = False) -> str:
+    """Which BF16 forward runs, "triton" (_attn_fwd_kernel) or "gluon" (kernels/attention_hopper.py:
+    asynchronous warpgroup MMAs, TMA loads; Hopper only, no interpreter; 3-15% faster on the
+    H200, bench/results/fwd_variants_20261203_H200.txt). FLAMIA_FWD_KERNEL=auto (default: gluon
+    on Hopper, else triton), triton or gluon; read at every launch and by the batch plan."""
+    return _kernel_choice("FLAMIA_FWD_KERNEL", fp8)
+
+
+def dq_kernel(fp8: bool = False) -> str:
+    """Which BF16 dQ kernel runs (separate-dQ mode, see dq_fused), "triton" (_attn_bwd_dq_kernel)
+    or "gluon" (attention_hopper._attn_bwd_dq_hopper_kernel, same tiles): FLAMIA_DQ_KERNEL=auto
+    (default: gluon on Hopper), triton or gluon; read at every launch."""
+    return _kernel_choice("FLAMIA_DQ_KERNEL", fp8)
 
 
 def fwd_blocks(d: int, fp8: bool = False) -> tuple[int, int]:
@@ -974,6 +986,15 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         dq.copy_(dqa.mul_(softmax_scale))
         return dq, dk, dv
     bm, bn = dq_blocks(d, is_fp8)
+    if dq_kernel(is_fp8) == "gluon":
+        from . import attention_hopper
+        why = attention_hopper.supports(q, k, v) or attention_hopper.supports(do, k, v)
+        if why is None and (bm, bn) == attention_hopper.DQ_CONFIG[:2]:
+            attention_hopper.attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq,
+                                                 softmax_scale, dq)
+            return dq, dk, dv
+        if os.environ.get("FLAMIA_DQ_KERNEL", "auto") == "gluon":
+            raise ValueError(f"FLAMIA_DQ_KERNEL=gluon: {why or 'the dQ tile shape differs'}")
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
         q, k, v, do_in, kt, sq, skv, sdo, lse, delta, dq, seg_start, order_dq,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),

@@ -247,6 +247,136 @@ def _attn_fwd_hopper_kernel(
     tma.store_wait(pendings=0)
 
 
+# ------------------------------------------------------------------------------------------
+# Backward: dQ over query tiles (the triton dQ kernel's function: S and dP recomputed per key tile)
+# ------------------------------------------------------------------------------------------
+
+# 128 queries x 64 keys on 8 warps (the triton dQ kernel's tiles, so the batch plan is shared):
+# S, dP (fp32), dS (bf16) and the dQ accumulator fit in registers; 2 K/V ring slots.
+DQ_CONFIG = (128, 64, 8, 2)
+
+
+@gluon.jit
+def _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, s_zero, c,
+             lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col, MASKED: gl.constexpr,
+             BLOCK_N: gl.constexpr, STAGES: gl.constexpr, s_layout: gl.constexpr,
+             ds_layout: gl.constexpr):
+    """Step n: S = Q K_n^T and dP = dO V_n^T issued together; P from S as soon as S is done
+    (while dP runs); dS = P (dP - delta); dQ += dS K_n."""
+    i = n - lo
+    slot = i % STAGES
+    # Refill the ring: K_{n-1} and V_{n-1} were released by the previous step (its dQ MMA
+    # waited); the barrier makes that true for every warpgroup.
+    cta_barrier()
+    _issue_tile(k_desc, k_smem, k_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
+                STAGES)
+    _issue_tile(v_desc, v_smem, v_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
+                STAGES)
+    phase = (i // STAGES) & 1
+    mbarrier.wait(k_bars.index(slot), phase)
+    s = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
+                      is_async=True)
+    mbarrier.wait(v_bars.index(slot), phase)
+    dp = warpgroup_mma(do_smem, v_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
+                       is_async=True)
+    s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+    p = gl.exp2(s * c - gl.expand_dims(lse, 1))
+    if MASKED:
+        offs_n = n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        visible = ((gl.expand_dims(offs_n, 0) >= gl.expand_dims(seg_start_m, 1))
+                   & (gl.expand_dims(offs_n, 0) <= gl.expand_dims(offs_m, 1)))
+        p = gl.where(visible, p, 0.0)
+    dp = warpgroup_mma_wait(num_outstanding=0, deps=(dp, ))
+    ds = gl.convert_layout((p * (dp - gl.expand_dims(delta, 1))).to(gl.bfloat16), ds_layout)
+    dq = warpgroup_mma(ds, k_smem.index(slot), dq, is_async=True)
+    dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds))[0]
+    return dq
+
+
+@gluon.jit
+def _attn_bwd_dq_hopper_kernel(
+    q_desc, k_desc, v_desc, do_desc, dq_desc, lse_ptr, delta_ptr, seg_start_ptr, order_ptr,
+    stride_lh, total, c, sm_scale,
+    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr,
+):
+    """dQ = sm_scale * sum over key tiles of dS K, dS = P (dP - delta), P = exp2(S c - lse2),
+    with the tiles, masking and bf16 rounding of dS of kernels.attention._attn_bwd_dq_kernel.
+    Grid (Hq, query tiles in launch order); descriptors over [T, H * D] views."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16])
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16])
+    ds_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq_layout, k_width=2)
+    rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+
+    head = gl.program_id(0)
+    tile = gl.load(order_ptr + gl.program_id(1))
+    kv_col = (head // (H_Q // H_KV)) * HEAD_DIM
+    start_m = tile * BLOCK_M
+    offs_m = start_m + gl.arange(0, BLOCK_M, layout=rows_s)
+    row_ok = offs_m < total
+    seg_start_m = gl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
+    lse = gl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
+    delta = gl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
+    last_row = gl.minimum(start_m + BLOCK_M, total) - 1
+    lo = gl.load(seg_start_ptr + start_m) // BLOCK_N
+    hi = gl.cdiv(last_row + 1, BLOCK_N)
+    full_lo = gl.minimum(gl.cdiv(gl.load(seg_start_ptr + last_row), BLOCK_N), hi)
+    full_hi = gl.maximum(gl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
+
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
+    do_smem = gl.allocate_shared_memory(do_desc.dtype, do_desc.block_type.shape, do_desc.layout)
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES] + k_desc.block_type.shape,
+                                       k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, [STAGES] + v_desc.block_type.shape,
+                                       v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for st in gl.static_range(STAGES):
+        mbarrier.init(k_bars.index(st), count=1)
+        mbarrier.init(v_bars.index(st), count=1)
+    fence_async_shared()
+
+    mbarrier.expect(q_bar, q_desc.block_type.nbytes + do_desc.block_type.nbytes)
+    tma_load(q_desc, [start_m, head * HEAD_DIM], q_bar, q_smem)
+    tma_load(do_desc, [start_m, head * HEAD_DIM], q_bar, do_smem)
+    for st in gl.static_range(STAGES - 1):  # the first step loads tile STAGES - 1
+        _issue_tile(k_desc, k_smem, k_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
+        _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
+    mbarrier.wait(q_bar, 0)
+
+    dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=dq_layout)
+    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+    # Three loops, no branch inside a step (see _fwd_step): masked boundary tiles, unmasked
+    # tiles, masked diagonal tiles.
+    for n in range(lo, full_lo):
+        dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
+                      s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col, True,
+                      BLOCK_N, STAGES, s_layout, ds_layout)
+    for n in range(full_lo, full_hi):
+        dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
+                      s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col, False,
+                      BLOCK_N, STAGES, s_layout, ds_layout)
+    for n in range(full_hi, hi):
+        dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
+                      s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col, True,
+                      BLOCK_N, STAGES, s_layout, ds_layout)
+
+    mbarrier.invalidate(q_bar)
+    for st in gl.static_range(STAGES):
+        mbarrier.invalidate(k_bars.index(st))
+        mbarrier.invalidate(v_bars.index(st))
+    # Q's slot holds the dQ tile for the TMA store (rows past the last token are clipped).
+    cta_barrier()
+    q_smem.store((dq * sm_scale).to(gl.bfloat16))
+    fence_async_shared()
+    tma_store(dq_desc, [start_m, head * HEAD_DIM], q_smem)
+    tma.store_wait(pendings=0)
+
+
 @functools.lru_cache(maxsize=None)
 def _tile_layout(block_rows: int, d: int):
     # Cached: building it costs ~15 us of host time per descriptor (cProfile on the H200).
@@ -296,3 +426,22 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse):
         softmax_scale * LOG2E, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_M=block_m,
         BLOCK_N=block_n, STAGES=stages, num_warps=warps)
     return o, lse
+
+
+def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_scale, dq):
+    """Writes dQ (bf16, caller-allocated, contiguous) as kernels.attention's dQ kernel does;
+    lse2, delta: [Hq, T] float32 with unit stride along T; order_dq: launch order of the
+    DQ_CONFIG[0]-query tiles."""
+    why = supports(q, k, v) or supports(do, k, v)
+    if why is not None:
+        raise ValueError(why)
+    total, hq, d = q.shape
+    assert dq.shape == q.shape and dq.is_contiguous(), "dq: contiguous [T, Hq, D]"
+    assert lse.stride(1) == 1 and delta.stride(1) == 1 and lse.stride(0) == delta.stride(0)
+    block_m, block_n, warps, stages = DQ_CONFIG
+    _attn_bwd_dq_hopper_kernel[(hq, order_dq.numel())](
+        _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
+        _rows_view(do, block_m), _rows_view(dq, block_m), lse, delta, seg_start, order_dq,
+        lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=k.shape[1],
+        HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages, num_warps=warps)
+    return dq
