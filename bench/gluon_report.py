@@ -1,10 +1,12 @@
-"""The Gluon forward (flamia/kernels/attention_hopper.py) compiled for sm_90 on any machine (no
+"""The Gluon kernels (flamia/kernels/attention_hopper.py) compiled for sm_90 on any machine (no
 GPU needed): shared memory, registers and spills (ptxas), and for every wait for warpgroup MMAs
 in flight how many of the softmax's exponentials (MUFU.EX2) ptxas scheduled while those MMAs run
 (between the last MMA issue and the wait): the overlap the kernel is built for needs most of a
 step's exponentials (64 per thread at 128 x 128 on 8 warps) there.
 
     python -m bench.gluon_report [--configs 128,128,8,2 64,64,4,2] [--d 128]
+
+(the forward for each configuration, then the dQ kernel).
 
 Use the GPU image's triton to judge the GPU's code (see bench/sass_report.py):
     PYTHONPATH=/tmp/t36:$PWD python -m bench.gluon_report
@@ -31,15 +33,26 @@ from flamia.kernels import attention_hopper as H
 
 
 def compile_fwd(config: str, d: int = 128, hq: int = 16, hkv: int = 16):
-    """The compiled kernel for FLAMIA_GLUON_FWD=config (descriptors of CPU tensors: only their
-    dtype, block shape and layout enter the signature)."""
+    """The compiled forward for FLAMIA_GLUON_FWD=config."""
     with mock.patch.dict(os.environ, {"FLAMIA_GLUON_FWD": config}):
         m, n, w, st = H.config()
+    return _compile(H._attn_fwd_hopper_kernel, ("q", "o"), ("k", "v"), (m, n, w, st), d, hq, hkv)
+
+
+def compile_dq(d: int = 128, hq: int = 16, hkv: int = 16):
+    """The compiled dQ kernel (its tiles are fixed: DQ_CONFIG)."""
+    return _compile(H._attn_bwd_dq_hopper_kernel, ("q", "do", "dq"), ("k", "v"), H.DQ_CONFIG,
+                    d, hq, hkv)
+
+
+def _compile(fn, query_descs, key_descs, config, d, hq, hkv):
+    """Descriptors of CPU tensors stand in for the GPU's: only their dtype, block shape and
+    layout enter the signature."""
+    m, n, w, st = config
     q = torch.empty(4096, hq, d, dtype=torch.bfloat16)
     k = torch.empty(4096, hkv, d, dtype=torch.bfloat16)
-    descs = {"q_desc": H._rows_view(q, m), "k_desc": H._rows_view(k, n),
-             "v_desc": H._rows_view(k, n), "o_desc": H._rows_view(q, m)}
-    fn = H._attn_fwd_hopper_kernel
+    descs = {f"{x}_desc": H._rows_view(q, m) for x in query_descs}
+    descs.update({f"{x}_desc": H._rows_view(k, n) for x in key_descs})
     consts = dict(H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=m, BLOCK_N=n, STAGES=st, num_warps=w)
     sig, attrs = {}, {}
     for i, arg in enumerate(fn.arg_names):
@@ -48,10 +61,10 @@ def compile_fwd(config: str, d: int = 128, hq: int = 16, hkv: int = 16):
         elif arg in descs:
             sig[arg] = mangle_type(descs[arg])
         elif arg.endswith("_ptr"):
-            sig[arg] = "*fp32" if arg == "lse_ptr" else "*i32"
+            sig[arg] = "*i32" if arg in ("seg_start_ptr", "order_ptr") else "*fp32"
             attrs[(i,)] = [["tt.divisibility", 16]]
         else:
-            sig[arg] = "fp32" if arg == "c" else "i32"
+            sig[arg] = "fp32" if arg in ("c", "sm_scale") else "i32"
     src = GluonASTSource(fn=fn, signature=sig, attrs=attrs,
                          constexprs={(fn.arg_names.index(a),): v for a, v in consts.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
@@ -86,9 +99,10 @@ def main(argv=None):
     ap.add_argument("--d", type=int, default=128)
     args = ap.parse_args(argv)
     print(f"# triton {triton.__version__}, sm_90, D={args.d}")
-    for config in args.configs:
-        compiled = compile_fwd(config, args.d)
-        print(f"gluon fwd {config}: shared {compiled.metadata.shared} B, "
+    dq = ",".join(map(str, H.DQ_CONFIG))
+    for name, compiled in [(f"fwd {c}", compile_fwd(c, args.d)) for c in args.configs] + [
+            (f"dq {dq}", compile_dq(args.d))]:
+        print(f"gluon {name}: shared {compiled.metadata.shared} B, "
               f"{registers_and_spills(compiled.asm['ptx'])}")
         lines = sass_lines(compiled.asm["cubin"])
         print(f"  HGMMA {sum('HGMMA' in line for line in lines)}")

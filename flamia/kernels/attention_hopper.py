@@ -1,4 +1,11 @@
-"""Hopper (sm_90) BF16 forward written in Gluon, triton's lower-level dialect: the same function
+"""Hopper (sm_90) BF16 forward and dQ kernels written in Gluon, triton's lower-level dialect.
+
+The dQ kernel (_attn_bwd_dq_hopper_kernel, FLAMIA_DQ_KERNEL) computes what the triton dQ kernel
+computes, on the same tiles: K/V by TMA into a ring, S = Q K^T and dP = dO V^T issued together,
+P computed while dP runs, dQ += dS K; H200: 0.96 vs 1.05 ms on lognormal 1k, 0.45 vs 0.54 on
+U(32, 1024), 2.90 vs 2.92 on one document (bench/results/attention_20261203-2102_NVIDIA_H200.md).
+
+The forward (_attn_fwd_hopper_kernel, FLAMIA_FWD_KERNEL) is the same function
 as the triton forward of kernels/attention.py (same key tiles visited, same masking, same softmax
 convention and outputs; 128-wide key tiles instead of 64, so P is rounded to bf16 against other
 running maxima: O agrees to ~1e-5 relative), built the way FlashAttention-3 builds its forward:
@@ -19,9 +26,10 @@ forward 3-15% faster than the triton kernel (one document 2.47 vs 2.54 ms, logno
 fixed-latency dependencies (20%) and the mbarrier waits for K/V (12%)
 (bench/results/ncu_gluon_fwd_20261203_H200.txt).
 
-The BF16 forward on GPUs of compute capability 9.x (FLAMIA_FWD_KERNEL=auto, the default, or
-gluon; see kernels.attention.fwd_kernel). Gluon has no interpreter: this kernel is tested on the
-GPU tier only (tests/test_kernels_hopper.py), against the triton forward and float64.
+Both run by default on GPUs of compute capability 9.x (FLAMIA_FWD_KERNEL / FLAMIA_DQ_KERNEL =
+auto, the default, or gluon; see kernels.attention.fwd_kernel, dq_kernel). Gluon has no
+interpreter: they are tested on the GPU tier only (tests/test_kernels_hopper.py), against the
+triton kernels and float64; CI compiles the forward for sm_90 (tests/test_compile.py).
 
 Why a CTA barrier before each TMA load into a ring slot: both warpgroups of the program read the
 slot's K and V through their own MMAs, and a warpgroup_mma_wait only covers the MMAs of the
