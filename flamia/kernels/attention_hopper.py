@@ -107,6 +107,43 @@ def _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, MASKED: gl.constexpr,
 
 
 @gluon.jit
+def _query_tile(order_ptr, seg_start_ptr, total, H_Q: gl.constexpr, H_KV: gl.constexpr,
+                HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                rows_layout: gl.constexpr):
+    """The query tile this program owns (grid (Hq, tiles in launch order)) and the key tiles it
+    visits, as kernels.attention._query_tile / _key_tile_ranges: [lo, full_lo) and
+    [full_hi, hi) masked, [full_lo, full_hi) unmasked."""
+    head = gl.program_id(0)
+    tile = gl.load(order_ptr + gl.program_id(1))
+    kv_col = (head // (H_Q // H_KV)) * HEAD_DIM
+    start_m = tile * BLOCK_M
+    offs_m = start_m + gl.arange(0, BLOCK_M, layout=rows_layout)
+    row_ok = offs_m < total
+    seg_start_m = gl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
+    last_row = gl.minimum(start_m + BLOCK_M, total) - 1
+    lo = gl.load(seg_start_ptr + start_m) // BLOCK_N
+    hi = gl.cdiv(last_row + 1, BLOCK_N)
+    full_lo = gl.minimum(gl.cdiv(gl.load(seg_start_ptr + last_row), BLOCK_N), hi)
+    full_hi = gl.maximum(gl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
+    return head, kv_col, start_m, offs_m, row_ok, seg_start_m, lo, full_lo, full_hi, hi
+
+
+@gluon.jit
+def _kv_ring(k_desc, v_desc, STAGES: gl.constexpr):
+    """STAGES shared-memory slots for K and V tiles, one initialized mbarrier per slot each."""
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES] + k_desc.block_type.shape,
+                                       k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, [STAGES] + v_desc.block_type.shape,
+                                       v_desc.layout)
+    k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for st in gl.static_range(STAGES):
+        mbarrier.init(k_bars.index(st), count=1)
+        mbarrier.init(v_bars.index(st), count=1)
+    return k_smem, v_smem, k_bars, v_bars
+
+
+@gluon.jit
 def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
               s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, MASKED: gl.constexpr,
               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, s_layout: gl.constexpr,
@@ -161,33 +198,12 @@ def _attn_fwd_hopper_kernel(
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
 
-    head = gl.program_id(0)
-    tile = gl.load(order_ptr + gl.program_id(1))
-    kv_col = (head // (H_Q // H_KV)) * HEAD_DIM
-    start_m = tile * BLOCK_M
-    offs_m = start_m + gl.arange(0, BLOCK_M, layout=rows_s)
-    row_ok = offs_m < total
-    seg_start_m = gl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
-    # Key tiles visited, as kernels.attention._key_tile_ranges: [lo, full_lo) and [full_hi, hi)
-    # masked, [full_lo, full_hi) unmasked.
-    last_row = gl.minimum(start_m + BLOCK_M, total) - 1
-    lo = gl.load(seg_start_ptr + start_m) // BLOCK_N
-    hi = gl.cdiv(last_row + 1, BLOCK_N)
-    full_lo = gl.minimum(gl.cdiv(gl.load(seg_start_ptr + last_row), BLOCK_N), hi)
-    full_hi = gl.maximum(gl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
-
+    head, kv_col, start_m, offs_m, row_ok, seg_start_m, lo, full_lo, full_hi, hi = _query_tile(
+        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N, rows_s)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
-    k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES] + k_desc.block_type.shape,
-                                       k_desc.layout)
-    v_smem = gl.allocate_shared_memory(v_desc.dtype, [STAGES] + v_desc.block_type.shape,
-                                       v_desc.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
-    for st in gl.static_range(STAGES):
-        mbarrier.init(k_bars.index(st), count=1)
-        mbarrier.init(v_bars.index(st), count=1)
+    k_smem, v_smem, k_bars, v_bars = _kv_ring(k_desc, v_desc, STAGES)
     fence_async_shared()
 
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
@@ -318,34 +334,15 @@ def _attn_bwd_dq_hopper_kernel(
     ds_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
 
-    head = gl.program_id(0)
-    tile = gl.load(order_ptr + gl.program_id(1))
-    kv_col = (head // (H_Q // H_KV)) * HEAD_DIM
-    start_m = tile * BLOCK_M
-    offs_m = start_m + gl.arange(0, BLOCK_M, layout=rows_s)
-    row_ok = offs_m < total
-    seg_start_m = gl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
+    head, kv_col, start_m, offs_m, row_ok, seg_start_m, lo, full_lo, full_hi, hi = _query_tile(
+        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N, rows_s)
     lse = gl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
     delta = gl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
-    last_row = gl.minimum(start_m + BLOCK_M, total) - 1
-    lo = gl.load(seg_start_ptr + start_m) // BLOCK_N
-    hi = gl.cdiv(last_row + 1, BLOCK_N)
-    full_lo = gl.minimum(gl.cdiv(gl.load(seg_start_ptr + last_row), BLOCK_N), hi)
-    full_hi = gl.maximum(gl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
-
     q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
     do_smem = gl.allocate_shared_memory(do_desc.dtype, do_desc.block_type.shape, do_desc.layout)
-    k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES] + k_desc.block_type.shape,
-                                       k_desc.layout)
-    v_smem = gl.allocate_shared_memory(v_desc.dtype, [STAGES] + v_desc.block_type.shape,
-                                       v_desc.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
-    for st in gl.static_range(STAGES):
-        mbarrier.init(k_bars.index(st), count=1)
-        mbarrier.init(v_bars.index(st), count=1)
+    k_smem, v_smem, k_bars, v_bars = _kv_ring(k_desc, v_desc, STAGES)
     fence_async_shared()
 
     mbarrier.expect(q_bar, q_desc.block_type.nbytes + do_desc.block_type.nbytes)
