@@ -6,7 +6,8 @@ dK/dV kernel over key tiles (looping over the query tiles that see them and over
 heads of a GQA group, so no atomics) and a dQ kernel over query tiles (BF16 can instead add dQ
 from the dK/dV kernel in a fixed order, FLAMIA_DQ=fused, see dq_fused). The FP8 recipes run the
 dK/dV kernel twice by default, as a dV-only and a dK-only kernel (PART, see dkdv_parts): with
-both fp32 accumulators the FP8 kernel spills.
+both fp32 accumulators the FP8 kernel spills. On Hopper the BF16 forward and dQ kernels that run
+by default are Gluon versions of these (kernels/attention_hopper.py; fwd_kernel, dq_kernel).
 
 FP8 variants: Q, K, V, dO arrive quantized (kernels/quantize.py) with per-(token, head) scales,
 which factor out of S and dP (_rhs_scaled_dot) and are folded into the in-register operands P', dS'
@@ -121,7 +122,7 @@ def _blocks(kernel: str, d: int, fp8: bool, mma: int | None = None) -> tuple[int
     return BLOCKS[(kernel, fp8)][d]
 
 
-FWD_KERNELS = ("auto", "triton", "gluon")
+KERNEL_CHOICES = ("auto", "triton", "gluon")
 
 
 def _is_hopper() -> bool:
@@ -133,8 +134,8 @@ def _kernel_choice(env: str, fp8: bool) -> str:
     """"triton" or "gluon" for a BF16 kernel that has both: env = auto (default: gluon on Hopper,
     else triton), triton or gluon. The FP8 recipes always run the triton kernels."""
     choice = os.environ.get(env, "auto")
-    if choice not in FWD_KERNELS:
-        raise ValueError(f"{env}={choice!r}; accepted: {FWD_KERNELS}")
+    if choice not in KERNEL_CHOICES:
+        raise ValueError(f"{env}={choice!r}; accepted: {KERNEL_CHOICES}")
     if fp8:
         return "triton"
     if choice == "gluon" and INTERPRET:

@@ -57,12 +57,15 @@ cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier  # renamed likew
 LOG2E = 1.4426950408889634
 # Tile shape and pipeline (BLOCK_M, BLOCK_N, warps, ring slots): one warpgroup (4 warps) per 64
 # query rows, the layout's rule (warps_per_cta [warps, 1], 16 rows per warp). Default: 128 x 128
-# on 8 warps with 2 K/V slots (3 would need 224 KB of shared memory with Q at D = 128).
-# FLAMIA_GLUON_FWD="M,N,W,S" overrides it (bench/fwd_variants.py sweeps it).
+# on 8 warps with 2 K/V slots, the fastest of bench/fwd_variants.py's sweep on the H200 (3 slots,
+# 224 KB of shared memory at D = 128, and 64 x 64 on 4 warps were not faster).
+# FLAMIA_GLUON_FWD="M,N,W,S" overrides it.
 DEFAULT_CONFIG = (128, 128, 8, 2)
 
 
 def config() -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, warps, ring slots) of the forward; read at every launch and by the
+    batch plan (through kernels.attention.fwd_blocks)."""
     text = os.environ.get("FLAMIA_GLUON_FWD")
     if not text:
         return DEFAULT_CONFIG
@@ -83,8 +86,7 @@ def _issue_tile(desc, smem, bars, n, i, hi, col, BLOCK_N: gl.constexpr, STAGES: 
     slot = i % STAGES
     pred = n < hi
     mbarrier.expect(bars.index(slot), desc.block_type.nbytes, pred=pred)
-    tma_load(desc, [n * BLOCK_N, col], bars.index(slot), smem.index(slot),
-                                    pred=pred)
+    tma_load(desc, [n * BLOCK_N, col], bars.index(slot), smem.index(slot), pred=pred)
 
 
 @gluon.jit
