@@ -70,7 +70,7 @@ mini)  # what fits in ~150 s: transpose check and three MXFP8 settings
   ;;
 last)  # GPU tiers on the final tree and a quick benchmark of it (~6 min)
   FLAMIA_AUTOTUNE=0 step "gpu tests" 200 python -m pytest -q -x -p no:cacheprovider \
-    tests/test_kernels_fp8.py tests/test_kernels.py tests/test_api.py > $OUT/gpu_tests.log 2>&1
+    tests/test_kernels_fp8.py tests/test_kernels.py tests/test_kernels_hopper.py tests/test_api.py > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
   FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 250 python -m bench.attention --quick --profile --dists \
     lognormal_1k one_doc u32_1024 --providers flamia-bf16 flamia-mxfp8 cudnn-thd cudnn-dense \
@@ -113,7 +113,7 @@ gluon)  # the Gluon BF16 kernels (default on Hopper): GPU tests, then a quick be
   ;;
 bench)  # GPU tests, then the full grid with the accuracy table and autotune picks (~9 min)
   FLAMIA_AUTOTUNE=0 step "gpu tests" 170 python -m pytest -q -p no:cacheprovider \
-    tests/test_kernels_fp8.py tests/test_kernels.py tests/test_api.py > $OUT/gpu_tests.log 2>&1
+    tests/test_kernels_fp8.py tests/test_kernels.py tests/test_kernels_hopper.py tests/test_api.py > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
   TRITON_PRINT_AUTOTUNING=1 FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 400 python -m bench.attention \
     --accuracy --profile --out $OUT > $OUT/bench.log 2>&1
