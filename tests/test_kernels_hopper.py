@@ -1,6 +1,8 @@
-"""The Gluon BF16 forward for Hopper (flamia/kernels/attention_hopper.py; FLAMIA_FWD_KERNEL=auto
-runs it on compute capability 9.x, =gluon asks for it). Gluon has no interpreter, so this is GPU
-tier only; on CPU the only tests are those of the selection switch."""
+"""The Gluon BF16 forward and dQ kernels for Hopper (flamia/kernels/attention_hopper.py;
+FLAMIA_FWD_KERNEL / FLAMIA_DQ_KERNEL = auto runs them on compute capability 9.x, = gluon asks for
+them). Gluon has no interpreter, so this is GPU tier only; on CPU the tests are those of the
+selection switches and of the tile-config parser (CI also compiles both kernels for sm_90,
+tests/test_compile.py)."""
 
 import pytest
 import torch
@@ -13,11 +15,11 @@ from conftest import DEVICE, rand_qkvdo
 from test_kernels import GPU_CASES, _check_flash_attention_rule, _cu, _triton, poisoned  # noqa: F401
 
 HOPPER = DEVICE == "cuda" and torch.cuda.get_device_capability()[0] == 9
-hopper = pytest.mark.skipif(not HOPPER, reason="Gluon forward: needs a Hopper GPU (sm_90)")
+hopper = pytest.mark.skipif(not HOPPER, reason="Gluon kernels: need a Hopper GPU (sm_90)")
 
 
 @pytest.fixture
-def gluon_fwd(monkeypatch):
+def gluon_kernels(monkeypatch):
     """Both Gluon kernels asked for explicitly (an unsupported input raises instead of falling
     back to triton)."""
     monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
@@ -60,7 +62,7 @@ def test_gluon_forward_config_is_checked(monkeypatch):
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES)
-def test_gluon_forward_flash_attention_rule(lengths, hq, hkv, d, gluon_fwd, poisoned):
+def test_gluon_forward_flash_attention_rule(lengths, hq, hkv, d, gluon_kernels, poisoned):
     """O, and the gradients (Gluon dQ, triton dK/dV, from the Gluon forward's O and lse) by the
     FlashAttention rule against float64; every output element written (poisoned)."""
     _check_flash_attention_rule(lengths, hq, hkv, d, "cuda")
@@ -108,7 +110,7 @@ def test_gluon_dq_matches_triton_dq(lengths, hq, hkv, d, monkeypatch):
 
 @pytest.mark.gpu
 @hopper
-def test_gluon_forward_does_not_leak(gluon_fwd):
+def test_gluon_kernels_do_not_leak(gluon_kernels):
     total = 4096
     cu = adversarial_cu_seqlens(total, device="cuda")
     q, k, v, do = rand_qkvdo(total, 8, 2, 128, seed=4, device="cuda")
