@@ -47,6 +47,19 @@ def test_fwd_kernel_switch(monkeypatch):
         K.dq_kernel()
 
 
+def test_gluon_kernel_refusal(monkeypatch):
+    """After a kernel chose "gluon": inputs it cannot take go to the triton kernel with auto
+    (the default) and are an error, with the reason, when gluon was asked for."""
+    for env in ("FLAMIA_FWD_KERNEL", "FLAMIA_DQ_KERNEL"):
+        monkeypatch.delenv(env, raising=False)
+        assert K._gluon_takes(env, None)
+        assert not K._gluon_takes(env, "q needs heads adjacent")
+        monkeypatch.setenv(env, "gluon")
+        assert K._gluon_takes(env, None)
+        with pytest.raises(ValueError, match=f"{env}=gluon: q needs heads adjacent"):
+            K._gluon_takes(env, "q needs heads adjacent")
+
+
 def test_gluon_forward_config_is_checked(monkeypatch):
     """FLAMIA_GLUON_FWD (tile sweeps) is parsed and checked before anything is compiled."""
     from flamia.kernels import attention_hopper as H

@@ -160,6 +160,17 @@ def dq_kernel(fp8: bool = False) -> str:
     return _kernel_choice("FLAMIA_DQ_KERNEL", fp8)
 
 
+def _gluon_takes(env: str, why: str | None) -> bool:
+    """Once a kernel chose "gluon" (fwd_kernel, dq_kernel): whether the Gluon kernel runs on these
+    inputs. ``why``: the reason it cannot (attention_hopper.supports), or None. With auto the
+    triton kernel takes such inputs; with {env}=gluon they are an error, with the reason."""
+    if why is None:
+        return True
+    if os.environ.get(env, "auto") == "gluon":
+        raise ValueError(f"{env}=gluon: {why}")
+    return False
+
+
 def fwd_blocks(d: int, fp8: bool = False) -> tuple[int, int]:
     if fwd_kernel(fp8) == "gluon":
         from . import attention_hopper
@@ -890,14 +901,15 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
     block_m, block_n = fwd_blocks(d, fp8 is not None)
     if fwd_kernel(fp8 is not None) == "gluon":
         from . import attention_hopper
-        why = attention_hopper.supports(q, k, v)
-        if why is None:
+        why = attention_hopper.supports(q=q, k=k, v=v)
+        if _gluon_takes("FLAMIA_FWD_KERNEL", why):
             return attention_hopper.attention_fwd_hopper(q, k, v, seg_start, order_fwd,
                                                          softmax_scale, o, lse)
-        # auto: the triton forward takes these inputs, if the plan's query tiles fit it
+        # The triton forward takes over, if the plan's query tiles (the Gluon ones) fit it.
         triton_m, block_n = _blocks("fwd", d, False)
-        if os.environ.get("FLAMIA_FWD_KERNEL", "auto") == "gluon" or triton_m != block_m:
-            raise ValueError(f"Gluon forward (FLAMIA_FWD_KERNEL): {why}")
+        if triton_m != block_m:
+            raise ValueError(f"Gluon forward: {why}; the triton forward runs {triton_m}-query "
+                             f"tiles, the batch plan has {block_m} (FLAMIA_GLUON_FWD)")
     if fp8 is None:
         _check_unit_d(v)
         sq = skv = lse  # unused (IS_FP8=False)
@@ -989,13 +1001,14 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     bm, bn = dq_blocks(d, is_fp8)
     if dq_kernel(is_fp8) == "gluon":
         from . import attention_hopper
-        why = attention_hopper.supports(q, k, v) or attention_hopper.supports(do, k, v)
-        if why is None and (bm, bn) == attention_hopper.DQ_CONFIG[:2]:
+        gluon_tiles = attention_hopper.DQ_CONFIG[:2]
+        why = attention_hopper.supports(q=q, k=k, v=v, do=do) or (
+            None if (bm, bn) == gluon_tiles else
+            f"dQ tiles {(bm, bn)} (FLAMIA_DQ_BLOCKS), the Gluon kernel's are {gluon_tiles}")
+        if _gluon_takes("FLAMIA_DQ_KERNEL", why):
             attention_hopper.attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq,
                                                  softmax_scale, dq)
             return dq, dk, dv
-        if os.environ.get("FLAMIA_DQ_KERNEL", "auto") == "gluon":
-            raise ValueError(f"FLAMIA_DQ_KERNEL=gluon: {why or 'the dQ tile shape differs'}")
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
         q, k, v, do_in, kt, sq, skv, sdo, lse, delta, dq, seg_start, order_dq,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),

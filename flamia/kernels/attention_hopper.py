@@ -29,7 +29,7 @@ fixed-latency dependencies (20%) and the mbarrier waits for K/V (12%)
 Both run by default on GPUs of compute capability 9.x (FLAMIA_FWD_KERNEL / FLAMIA_DQ_KERNEL =
 auto, the default, or gluon; see kernels.attention.fwd_kernel, dq_kernel). Gluon has no
 interpreter: they are tested on the GPU tier only (tests/test_kernels_hopper.py), against the
-triton kernels and float64; CI compiles the forward for sm_90 (tests/test_compile.py).
+triton kernels and float64; CI compiles both for sm_90 (tests/test_compile.py).
 
 Why a CTA barrier before each TMA load into a ring slot: both warpgroups of the program read the
 slot's K and V through their own MMAs, and a warpgroup_mma_wait only covers the MMAs of the
@@ -398,11 +398,13 @@ def _rows_view(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
                             _tile_layout(block_rows, d))
 
 
-def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str | None:
-    """None if the Gluon forward can run on these inputs, else why not."""
-    if not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] != 9:
-        return "the Gluon forward needs a GPU of compute capability 9.x (Hopper)"
-    for name, t in (("q", q), ("k", k), ("v", v)):
+def supports(**tensors: torch.Tensor) -> str | None:
+    """None if the Gluon kernels can take these [T, H, D] inputs (by name: q, k, v, do), else
+    why not."""
+    first = next(iter(tensors.values()))
+    if not first.is_cuda or torch.cuda.get_device_capability(first.device)[0] != 9:
+        return "the Gluon kernels need a GPU of compute capability 9.x (Hopper)"
+    for name, t in tensors.items():
         if t.dtype != torch.bfloat16:
             return f"{name} must be bfloat16, got {t.dtype}"
         if t.stride(2) != 1 or t.stride(1) != t.shape[2]:
@@ -410,8 +412,8 @@ def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str | None:
                     f"for its TMA descriptor, got strides {t.stride()}")
         if (t.stride(0) * 2) % 16 or t.data_ptr() % 16:
             return f"{name} needs a 16-byte aligned base and token stride, got {t.stride()}"
-    if q.shape[2] not in (64, 128):
-        return f"head dim {q.shape[2]}; accepted: 64, 128"
+    if first.shape[2] not in (64, 128):
+        return f"head dim {first.shape[2]}; accepted: 64, 128"
     return None
 
 
@@ -419,7 +421,7 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse):
     """Writes O [T, Hq, D] bf16 and lse2 [Hq, T] float32 (allocated by the caller,
     kernels.attention.attention_fwd), as the triton BF16 forward does; order_fwd: launch order
     of the query tiles of config()'s BLOCK_M."""
-    why = supports(q, k, v)
+    why = supports(q=q, k=k, v=v)
     if why is not None:
         raise ValueError(why)
     total, hq, d = q.shape
@@ -439,7 +441,7 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
     """Writes dQ (bf16, caller-allocated, contiguous) as kernels.attention's dQ kernel does;
     lse2, delta: [Hq, T] float32 with unit stride along T; order_dq: launch order of the
     DQ_CONFIG[0]-query tiles."""
-    why = supports(q, k, v) or supports(do, k, v)
+    why = supports(q=q, k=k, v=v, do=do)
     if why is not None:
         raise ValueError(why)
     total, hq, d = q.shape
