@@ -15,9 +15,9 @@ Providers:
     flamia-bf16  flamia.attention(recipe="bf16", impl="triton")
     flamia-bf16 (fused dQ)  the same with FLAMIA_DQ=fused: dQ accumulated by the dK/dV kernel in
                  a fixed order (no dQ kernel; see flamia.kernels.attention.dq_fused)
-    flamia-bf16 (triton kernels)  the same with FLAMIA_FWD_KERNEL=triton FLAMIA_DQ_KERNEL=triton:
-                 the triton forward and dQ kernels instead of the Gluon ones that Hopper GPUs run
-                 by default (flamia/kernels/attention_hopper.py)
+    flamia-bf16 (triton kernels)  the same with FLAMIA_{FWD,DQ,DKDV}_KERNEL=triton: the triton
+                 forward, dQ and dK/dV kernels instead of the Gluon ones that Hopper GPUs run by
+                 default (flamia/kernels/attention_hopper.py)
     flamia-mxfp8 flamia.attention(recipe="mxfp8", impl="triton"), quantization included
     flamia-nvfp4_fp8 (emulated NVFP4): recipe="nvfp4_fp8"; Hopper has no FP4 MMA, so its QK^T,
                  dQ and dK run as bf16 MMAs on the exact NVFP4 values (PV, dP, dV on FP8 units)
@@ -299,7 +299,8 @@ BASELINES = ("flex", "varlen", "cudnn-dense", "cudnn-thd")
 # Environment a provider is checked, timed and profiled under (the kernels read it at launch).
 PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 "flamia-bf16 (triton kernels)": {"FLAMIA_FWD_KERNEL": "triton",
-                                                 "FLAMIA_DQ_KERNEL": "triton"}}
+                                                 "FLAMIA_DQ_KERNEL": "triton",
+                                                 "FLAMIA_DKDV_KERNEL": "triton"}}
 # The full grid leaves out the fused-dQ variant (slower, bench/results/dq_diagnose_20261203_H200.txt);
 # name it with --providers to include it.
 DEFAULT_PROVIDERS = [name for name in PROVIDERS if name not in PROVIDER_ENV]

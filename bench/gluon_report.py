@@ -6,7 +6,7 @@ step's exponentials (64 per thread at 128 x 128 on 8 warps) there.
 
     python -m bench.gluon_report [--configs 128,128,8,2 64,64,4,2] [--d 128]
 
-(the forward for each configuration, then the dQ kernel).
+(the forward for each configuration, then the dQ and dK/dV kernels).
 
 Use the GPU image's triton to judge the GPU's code (see bench/sass_report.py):
     PYTHONPATH=/tmp/t36:$PWD python -m bench.gluon_report
@@ -45,7 +45,19 @@ def compile_dq(d: int = 128, hq: int = 16, hkv: int = 16):
                     d, hq, hkv)
 
 
-def _compile(fn, query_descs, key_descs, config, d, hq, hkv):
+def compile_dkdv(pipeline: str | None = None, d: int = 128, hq: int = 16, hkv: int = 16,
+                 fuse_dq: int = 0):
+    """The compiled dK/dV kernel (DKDV_CONFIG: query tiles are the "query" descriptors) for
+    FLAMIA_GLUON_DKDV=pipeline (None: the default); fuse_dq: 0 (dQ kernel), 1 (dQ added in
+    key-tile order), 2 (dQ added unordered)."""
+    with mock.patch.dict(os.environ, {"FLAMIA_GLUON_DKDV": pipeline or ""}):
+        stages, defer, _ = H.dkdv_pipeline()
+    return _compile(H._attn_bwd_dkdv_hopper_kernel, ("q", "do"), ("k", "v", "dk", "dv"),
+                    H.DKDV_CONFIG[:3] + (stages, ), d, hq, hkv, DEFER=defer,
+                    FUSE_DQ=fuse_dq > 0, ORDERED=fuse_dq == 1)
+
+
+def _compile(fn, query_descs, key_descs, config, d, hq, hkv, **extra_consts):
     """Descriptors of CPU tensors stand in for the GPU's: only their dtype, block shape and
     layout enter the signature."""
     m, n, w, st = config
@@ -53,7 +65,8 @@ def _compile(fn, query_descs, key_descs, config, d, hq, hkv):
     k = torch.empty(4096, hkv, d, dtype=torch.bfloat16)
     descs = {f"{x}_desc": H._rows_view(q, m) for x in query_descs}
     descs.update({f"{x}_desc": H._rows_view(k, n) for x in key_descs})
-    consts = dict(H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=m, BLOCK_N=n, STAGES=st, num_warps=w)
+    consts = dict(H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=m, BLOCK_N=n, STAGES=st, num_warps=w,
+                  **extra_consts)
     sig, attrs = {}, {}
     for i, arg in enumerate(fn.arg_names):
         if arg in consts:
@@ -61,10 +74,11 @@ def _compile(fn, query_descs, key_descs, config, d, hq, hkv):
         elif arg in descs:
             sig[arg] = mangle_type(descs[arg])
         elif arg.endswith("_ptr"):
-            sig[arg] = "*i32" if arg in ("seg_start_ptr", "order_ptr") else "*fp32"
+            sig[arg] = ("*i32" if arg in ("seg_start_ptr", "seg_end_ptr", "order_ptr", "sem_ptr")
+                        else "*fp32")
             attrs[(i,)] = [["tt.divisibility", 16]]
         else:
-            sig[arg] = "fp32" if arg in ("c", "sm_scale") else "i32"
+            sig[arg] = "fp32" if arg in ("c", "sm_scale") else "i32"  # total, strides, counts
     src = GluonASTSource(fn=fn, signature=sig, attrs=attrs,
                          constexprs={(fn.arg_names.index(a),): v for a, v in consts.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
@@ -96,12 +110,19 @@ def overlapped_exps(lines: list[str]) -> list[tuple[str, int]]:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--configs", nargs="+", default=[",".join(map(str, H.DEFAULT_CONFIG))])
+    ap.add_argument("--dkdv", nargs="+", default=[""],
+                    help="FLAMIA_GLUON_DKDV values of the dK/dV kernel ('' = default)")
+    ap.add_argument("--fuse-dq", type=int, nargs="+", default=[0],
+                    help="dK/dV kernel: 0 dQ kernel, 1 fused dQ ordered, 2 fused dQ unordered")
     ap.add_argument("--d", type=int, default=128)
     args = ap.parse_args(argv)
     print(f"# triton {triton.__version__}, sm_90, D={args.d}")
     dq = ",".join(map(str, H.DQ_CONFIG))
+    dkdv = ",".join(map(str, H.DKDV_CONFIG[:3]))
     for name, compiled in [(f"fwd {c}", compile_fwd(c, args.d)) for c in args.configs] + [
-            (f"dq {dq}", compile_dq(args.d))]:
+            (f"dq {dq}", compile_dq(args.d))] + [
+            (f"dkdv {dkdv} {p or 'default'} fuse_dq={f}", compile_dkdv(p, args.d, fuse_dq=f))
+            for p in args.dkdv for f in args.fuse_dq]:
         print(f"gluon {name}: shared {compiled.metadata.shared} B, "
               f"{registers_and_spills(compiled.asm['ptx'])}")
         lines = sass_lines(compiled.asm["cubin"])

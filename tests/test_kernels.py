@@ -151,6 +151,9 @@ DQ_CASES = CPU_CASES if DEVICE == "cpu" else [([1, 7, 129, 1000, 4001, 63], 16, 
 
 def _grads(lengths, hq, hkv, d, mode, monkeypatch, seed=0):
     monkeypatch.setenv("FLAMIA_DQ", mode)
+    # The fused mode runs the triton dK/dV kernel; so does the separate one here (on Hopper it
+    # would run the Gluon one), so that dK and dV can be compared bit for bit.
+    monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "triton")
     q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=seed, device=DEVICE)
     return attention_forward_backward(_triton, q, k, v, do, _cu(lengths, DEVICE))
 
@@ -247,6 +250,7 @@ def test_autotuner_zeroed_buffers_are_not_shared(dq_mode, monkeypatch):
     own their memory in both modes. (On 2026-12-03 the unused ones were aliased to delta, and
     the first autotuned launch on the H200 zeroed delta: dQ and dK 50% wrong.)"""
     monkeypatch.setenv("FLAMIA_DQ", dq_mode)
+    monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "triton")  # the autotuned one (not Gluon's)
     names = K._attn_bwd_dkdv_kernel.fn.arg_names
     launches = []
 

@@ -1,8 +1,8 @@
-"""The Gluon BF16 forward and dQ kernels for Hopper (flamia/kernels/attention_hopper.py;
-FLAMIA_FWD_KERNEL / FLAMIA_DQ_KERNEL = auto runs them on compute capability 9.x, = gluon asks for
-them). Gluon has no interpreter, so this is GPU tier only; on CPU the tests are those of the
-selection switches and of the tile-config parser (CI also compiles both kernels for sm_90,
-tests/test_compile.py)."""
+"""The Gluon BF16 forward, dQ and dK/dV kernels for Hopper (flamia/kernels/attention_hopper.py;
+FLAMIA_FWD_KERNEL / FLAMIA_DQ_KERNEL / FLAMIA_DKDV_KERNEL = auto runs them on compute capability
+9.x, = gluon asks for them). Gluon has no interpreter, so this is GPU tier only; on CPU the tests
+are those of the selection switches and of the tile-config parser (CI also compiles the three
+kernels for sm_90, tests/test_compile.py)."""
 
 import pytest
 import torch
@@ -16,14 +16,15 @@ from test_kernels import GPU_CASES, _check_flash_attention_rule, _cu, _triton, p
 
 HOPPER = DEVICE == "cuda" and torch.cuda.get_device_capability()[0] == 9
 hopper = pytest.mark.skipif(not HOPPER, reason="Gluon kernels: need a Hopper GPU (sm_90)")
+GLUON_ENVS = ("FLAMIA_FWD_KERNEL", "FLAMIA_DQ_KERNEL", "FLAMIA_DKDV_KERNEL")
 
 
 @pytest.fixture
 def gluon_kernels(monkeypatch):
-    """Both Gluon kernels asked for explicitly (an unsupported input raises instead of falling
+    """The Gluon kernels asked for explicitly (an unsupported input raises instead of falling
     back to triton)."""
-    monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
-    monkeypatch.setenv("FLAMIA_DQ_KERNEL", "gluon")
+    for env in GLUON_ENVS:
+        monkeypatch.setenv(env, "gluon")
 
 
 def test_fwd_kernel_switch(monkeypatch):
@@ -45,12 +46,21 @@ def test_fwd_kernel_switch(monkeypatch):
     monkeypatch.setenv("FLAMIA_DQ_KERNEL", "wgmma")
     with pytest.raises(ValueError, match="accepted"):
         K.dq_kernel()
+    monkeypatch.delenv("FLAMIA_DKDV_KERNEL", raising=False)
+    assert K.dkdv_kernel() == "triton"  # auto: the Gluon dK/dV kernel is not faster (yet)
+    if HOPPER:
+        monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "gluon")
+        assert K.dkdv_kernel() == "gluon"
+    assert K.dkdv_kernel(fp8=True) == "triton"
+    monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "Gluon")
+    with pytest.raises(ValueError, match="FLAMIA_DKDV_KERNEL='Gluon'; accepted"):
+        K.dkdv_kernel()
 
 
 def test_gluon_kernel_refusal(monkeypatch):
     """After a kernel chose "gluon": inputs it cannot take go to the triton kernel with auto
     (the default) and are an error, with the reason, when gluon was asked for."""
-    for env in ("FLAMIA_FWD_KERNEL", "FLAMIA_DQ_KERNEL"):
+    for env in GLUON_ENVS:
         monkeypatch.delenv(env, raising=False)
         assert K._gluon_takes(env, None)
         assert not K._gluon_takes(env, "q needs heads adjacent")
@@ -76,8 +86,8 @@ def test_gluon_forward_config_is_checked(monkeypatch):
 @hopper
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES)
 def test_gluon_forward_flash_attention_rule(lengths, hq, hkv, d, gluon_kernels, poisoned):
-    """O, and the gradients (Gluon dQ, triton dK/dV, from the Gluon forward's O and lse) by the
-    FlashAttention rule against float64; every output element written (poisoned)."""
+    """O and the gradients (Gluon forward, dQ and dK/dV kernels) by the FlashAttention rule
+    against float64; every output element written (poisoned)."""
     _check_flash_attention_rule(lengths, hq, hkv, d, "cuda")
 
 
@@ -123,7 +133,56 @@ def test_gluon_dq_matches_triton_dq(lengths, hq, hkv, d, monkeypatch):
 
 @pytest.mark.gpu
 @hopper
-def test_gluon_kernels_do_not_leak(gluon_kernels):
+@pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES)
+def test_gluon_dkdv_matches_triton_dkdv(lengths, hq, hkv, d, monkeypatch):
+    """Same tiles (64 queries x 128 keys), same recipe (bf16 P^T and dS^T, the GQA group's heads
+    summed in registers in the same order): only the order of fp32 accumulation inside the MMAs
+    can differ."""
+    cu = _cu(lengths, "cuda")
+    q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=7, device="cuda")
+    plan = flamia.ops.batch_plan(cu, q.shape[0], d)
+    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+    grads = {}
+    for kernel in ("triton", "gluon"):
+        monkeypatch.setenv("FLAMIA_DKDV_KERNEL", kernel)
+        grads[kernel] = K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end,
+                                        plan.order_dkdv, plan.order_dq, d ** -0.5)[1:]
+    for name, ref, got in zip(("dK", "dV"), grads["triton"], grads["gluon"]):
+        rel = ((got.float() - ref.float()).norm() / ref.float().norm()).item()
+        assert rel < 1e-3, f"{name}: relative difference {rel:.2e}"
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES)
+def test_gluon_fused_dq(lengths, hq, hkv, d, monkeypatch):
+    """FLAMIA_DQ=fused with the Gluon dK/dV kernel: dQ added in key-tile order is the same bits
+    on every run, and agrees with the triton kernels' separate dQ up to accumulation order
+    (dK, dV: same tiles and recipe)."""
+    cu = _cu(lengths, "cuda")
+    q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=8, device="cuda")
+    runs = {}
+    for name, kernel, mode in (("triton", "triton", "separate"), ("fused", "gluon", "fused"),
+                               ("again", "gluon", "fused")):
+        monkeypatch.setenv("FLAMIA_DKDV_KERNEL", kernel)
+        monkeypatch.setenv("FLAMIA_DQ_KERNEL", kernel)
+        monkeypatch.setenv("FLAMIA_DQ", mode)
+        plan = flamia.ops.batch_plan(cu, q.shape[0], d)
+        o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+        runs[name] = K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end,
+                                     plan.order_dkdv, plan.order_dq, d ** -0.5)
+    for name, ref, got, again, tol in zip(("dQ", "dK", "dV"), runs["triton"], runs["fused"],
+                                          runs["again"], (4e-3, 1e-3, 1e-3)):
+        assert torch.equal(got, again), f"{name}: two runs of the fused mode differ"
+        rel = ((got.float() - ref.float()).norm() / ref.float().norm()).item()
+        assert rel < tol, f"{name}: relative difference {rel:.2e}"
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dq_mode", ["separate", "fused"])
+def test_gluon_kernels_do_not_leak(dq_mode, gluon_kernels, monkeypatch):
+    monkeypatch.setenv("FLAMIA_DQ", dq_mode)
     total = 4096
     cu = adversarial_cu_seqlens(total, device="cuda")
     q, k, v, do = rand_qkvdo(total, 8, 2, 128, seed=4, device="cuda")

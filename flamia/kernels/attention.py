@@ -130,9 +130,10 @@ def _is_hopper() -> bool:
             and torch.cuda.get_device_capability()[0] == 9)
 
 
-def _kernel_choice(env: str, fp8: bool) -> str:
-    """"triton" or "gluon" for a BF16 kernel that has both: env = auto (default: gluon on Hopper,
-    else triton), triton or gluon. The FP8 recipes always run the triton kernels."""
+def _kernel_choice(env: str, fp8: bool, auto_gluon: bool = True) -> str:
+    """"triton" or "gluon" for a BF16 kernel that has both: env = auto (default: gluon on Hopper
+    if ``auto_gluon``, else triton), triton or gluon. The FP8 recipes always run the triton
+    kernels."""
     choice = os.environ.get(env, "auto")
     if choice not in KERNEL_CHOICES:
         raise ValueError(f"{env}={choice!r}; accepted: {KERNEL_CHOICES}")
@@ -141,7 +142,7 @@ def _kernel_choice(env: str, fp8: bool) -> str:
     if choice == "gluon" and INTERPRET:
         raise ValueError(f"{env}=gluon: Gluon kernels do not run under TRITON_INTERPRET")
     if choice == "auto":
-        return "gluon" if _is_hopper() else "triton"
+        return "gluon" if auto_gluon and _is_hopper() else "triton"
     return choice
 
 
@@ -158,6 +159,14 @@ def dq_kernel(fp8: bool = False) -> str:
     or "gluon" (attention_hopper._attn_bwd_dq_hopper_kernel, same tiles): FLAMIA_DQ_KERNEL=auto
     (default: gluon on Hopper), triton or gluon; read at every launch."""
     return _kernel_choice("FLAMIA_DQ_KERNEL", fp8)
+
+
+def dkdv_kernel(fp8: bool = False) -> str:
+    """Which BF16 dK/dV kernel runs, "triton" (_attn_bwd_dkdv_kernel) or "gluon"
+    (attention_hopper._attn_bwd_dkdv_hopper_kernel, same tiles; with FLAMIA_DQ=fused it adds dQ
+    too): FLAMIA_DKDV_KERNEL=auto (default: triton, the faster one on the H200 so far,
+    bench/results/dkdv_variants_20261204_H200.txt), triton or gluon; read at every launch."""
+    return _kernel_choice("FLAMIA_DKDV_KERNEL", fp8, auto_gluon=False)
 
 
 def _gluon_takes(env: str, why: str | None) -> bool:
@@ -983,7 +992,19 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     else:  # unused; own tensors, as the autotuner zeroes them (reset_to_zero) between runs
         dqa = torch.empty((1, 1, 1), dtype=torch.float32, device=q.device)
         sem = torch.empty((1, 1), dtype=torch.int32, device=q.device)
-    for part in dkdv_parts(is_fp8):
+    gluon_dkdv = False
+    if dkdv_kernel(is_fp8) == "gluon":
+        from . import attention_hopper
+        gluon_tiles = attention_hopper.DKDV_CONFIG[:2]
+        why = attention_hopper.supports(q=q, k=k, v=v, do=do) or (
+            None if (bm, bn) == gluon_tiles else
+            f"dK/dV tiles {(bm, bn)} (FLAMIA_BWD_BLOCKS), the Gluon kernel's are {gluon_tiles}")
+        gluon_dkdv = _gluon_takes("FLAMIA_DKDV_KERNEL", why)
+        if gluon_dkdv:
+            attention_hopper.attention_dkdv_hopper(
+                q, k, v, do, lse, delta, seg_start, seg_end, order_dkdv, softmax_scale, dk, dv,
+                *((dqa, sem) if fused_dq else ()))
+    for part in () if gluon_dkdv else dkdv_parts(is_fp8):
         _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
             q, k, v, do_in, qt, dot, qrow, skv, lse, delta, dk, dv, dqa, sem, seg_start,
             seg_end, order_dkdv,

@@ -20,7 +20,7 @@ running maxima: O agrees to ~1e-5 relative), built the way FlashAttention-3 buil
 - no branch inside a pipelined step (masked and unmasked key tiles run in separate loops);
 - O written by one TMA store that clips the rows past the last token.
 
-Measured on the H200 (python -m bench.fwd_variants, bench/results/fwd_variants_20261203_H200.txt):
+Measured on the H200 (python -m bench.gluon_variants, bench/results/fwd_variants_20261203_H200.txt):
 forward 3-15% faster than the triton kernel (one document 2.47 vs 2.54 ms, lognormal 1k 0.85 vs
 0.95, U(32,1024) 0.42 vs 0.50); Nsight Compute puts the remaining stalls in CTA barriers (23%),
 fixed-latency dependencies (20%) and the mbarrier waits for K/V (12%)
@@ -57,7 +57,7 @@ cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier  # renamed likew
 LOG2E = 1.4426950408889634
 # Tile shape and pipeline (BLOCK_M, BLOCK_N, warps, ring slots): one warpgroup (4 warps) per 64
 # query rows, the layout's rule (warps_per_cta [warps, 1], 16 rows per warp). Default: 128 x 128
-# on 8 warps with 2 K/V slots, the fastest of bench/fwd_variants.py's sweep on the H200 (3 slots,
+# on 8 warps with 2 K/V slots, the fastest of bench/gluon_variants.py's sweep on the H200 (3 slots,
 # 224 KB of shared memory at D = 128, and 64 x 64 on 4 warps were not faster).
 # FLAMIA_GLUON_FWD="M,N,W,S" overrides it.
 DEFAULT_CONFIG = (128, 128, 8, 2)
@@ -132,7 +132,8 @@ def _query_tile(order_ptr, seg_start_ptr, total, H_Q: gl.constexpr, H_KV: gl.con
 
 @gluon.jit
 def _kv_ring(k_desc, v_desc, STAGES: gl.constexpr):
-    """STAGES shared-memory slots for K and V tiles, one initialized mbarrier per slot each."""
+    """STAGES shared-memory slots for the tiles of two descriptors (K and V; in the dK/dV kernel
+    Q and dO), one initialized mbarrier per slot each."""
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES] + k_desc.block_type.shape,
                                        k_desc.layout)
     v_smem = gl.allocate_shared_memory(v_desc.dtype, [STAGES] + v_desc.block_type.shape,
@@ -384,6 +385,272 @@ def _attn_bwd_dq_hopper_kernel(
     tma.store_wait(pendings=0)
 
 
+# ------------------------------------------------------------------------------------------
+# Backward: dK, dV over key tiles (the triton dK/dV kernel's function, BF16)
+# ------------------------------------------------------------------------------------------
+
+# 64 queries x 128 keys on 8 warps (the triton kernel's tiles, so the batch plan is shared): the
+# keys are the MMA's M dimension (S^T = K Q^T), one warpgroup per 64 keys; K and V stay in shared
+# memory, Q and dO tiles come by TMA through a ring of 2 slots.
+DKDV_CONFIG = (64, 128, 8, 2)
+DKDV_DEFER = False
+
+
+def dkdv_pipeline() -> tuple[int, bool, bool]:
+    """(ring slots, DEFER, UNORDERED) of the dK/dV kernel; FLAMIA_GLUON_DKDV="S,D[,U]" overrides
+    the default (sweeps): D = 1 leaves the dV and dK MMAs running into the next step (needs
+    S >= 3); U = 1 makes the fused-dQ mode (FLAMIA_DQ=fused) add dQ in any order (run-to-run
+    noise in dQ's last bits: for measuring what the order costs, not for use)."""
+    text = os.environ.get("FLAMIA_GLUON_DKDV")
+    if not text:
+        return DKDV_CONFIG[3], DKDV_DEFER, False
+    try:
+        stages, defer, *rest = (int(x) for x in text.split(","))
+        unordered = rest[0] if rest else 0
+        assert len(rest) <= 1
+    except (ValueError, AssertionError):
+        raise ValueError(f"FLAMIA_GLUON_DKDV={text!r}; accepted: S,D[,U] e.g. 3,1") from None
+    if stages < 2 + defer or defer not in (0, 1) or unordered not in (0, 1):
+        raise ValueError(f"FLAMIA_GLUON_DKDV={text!r}: needs D, U in (0, 1) and S >= 2 + D")
+    return stages, bool(defer), bool(unordered)
+
+
+@gluon.jit
+def _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, j, count, nq, lo, head0,
+                      HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
+    """TMA loads of Q and dO for the j-th (query head, query tile) pair the program visits (heads
+    outer, tiles lo .. lo + nq - 1 inner) into ring slot j % STAGES; none from j = count on."""
+    slot = j % STAGES
+    pred = j < count
+    g = j // nq
+    row = (lo + j - g * nq) * BLOCK_M
+    col = (head0 + g) * HEAD_DIM
+    mbarrier.expect(q_bars.index(slot), q_desc.block_type.nbytes, pred=pred)
+    tma_load(q_desc, [row, col], q_bars.index(slot), q_smem.index(slot), pred=pred)
+    mbarrier.expect(do_bars.index(slot), do_desc.block_type.nbytes, pred=pred)
+    tma_load(do_desc, [row, col], do_bars.index(slot), do_smem.index(slot), pred=pred)
+
+
+@gluon.jit
+def _dq_add(dq, dqa_ptr, sem_ptr, seg_start_ptr, m, head, tile, n_qtiles, total,
+            HEAD_DIM: gl.constexpr, H_Q: gl.constexpr, BLOCK_M: gl.constexpr,
+            BLOCK_N: gl.constexpr, ORDERED: gl.constexpr, dq_layout: gl.constexpr):
+    """dQ[query tile m of ``head``] += dq (fp32 [T, Hq, D] in memory). ORDERED: in increasing
+    key-tile order (kernels.attention._ordered_dq_add: wait until the query tile's counter
+    reaches this key tile's rank, add, release), so that dQ is the same bits on every run;
+    else in whatever order the programs reach it (run-to-run noise in the last bits)."""
+    # Rows of 4 consecutive fp32 per thread (one vector atomic each, 8 addresses per thread)
+    # instead of the MMA layout's pairs (32 addresses: the registers spill).
+    add_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[1, 32],
+                                                warps_per_cta=[gl.num_warps(), 1], order=[1, 0])
+    dq = gl.convert_layout(dq, add_layout)
+    offs_m = m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, add_layout))
+    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, add_layout))
+    ptrs = (dqa_ptr + gl.expand_dims(offs_m.to(gl.int64) * (H_Q * HEAD_DIM), 1)
+            + (head * HEAD_DIM + gl.expand_dims(offs_d, 0)))
+    ok = gl.expand_dims(offs_m < total, 1)
+    if ORDERED:
+        sem = sem_ptr + head * n_qtiles + m
+        rank = tile - gl.load(seg_start_ptr + m * BLOCK_M) // BLOCK_N
+        count = gl.inline_asm_elementwise(
+            "{ .reg .pred p; .reg .b32 n, want; mov.u32 n, %ntid.x; mul.lo.s32 want, $2, n; "
+            "WAIT: ld.acquire.gpu.global.b32 $0, [$1]; setp.ne.s32 p, $0, want; @p bra WAIT; "
+            "div.s32 $0, $0, n; }",
+            "=r,l,r", [sem, rank], dtype=gl.int32, is_pure=False, pack=1)
+        ok = ok & (count == rank)  # the adds depend on the value read: issued after the wait
+        gl.atomic_add(ptrs, dq, mask=ok, sem="relaxed")
+        gl.inline_asm_elementwise(
+            "{ mov.u32 $0, 0; red.release.gpu.global.add.s32 [$1], 1; }",
+            "=r,l", [sem], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.atomic_add(ptrs, dq, mask=ok, sem="relaxed")
+
+
+@gluon.jit
+def _dkdv_step(dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
+               q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c, rc, offs_n, seg_end_n, m, i, count, nq, lo, head0, head, tile,
+               n_qtiles, stride_lh, total, MASKED: gl.constexpr, HEAD_DIM: gl.constexpr,
+               H_Q: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+               STAGES: gl.constexpr, DEFER: gl.constexpr, FUSE_DQ: gl.constexpr,
+               ORDERED: gl.constexpr, s_layout: gl.constexpr, op_layout: gl.constexpr,
+               dq_layout: gl.constexpr):
+    """Query tile m of query head ``head`` (the i-th pair visited): S^T = K Q^T and
+    dP^T = V dO^T issued together; P^T from S^T as soon as it is done, dV += P^T dO issued while
+    dP^T runs; dS^T = P^T (dP^T - delta); dK += dS^T Q. DEFER: the dV and dK MMAs are left
+    running into the next step (its first wait retires them, so they overlap its S^T and dP^T
+    MMAs); their register operands P^T, dS^T are carried until then. FUSE_DQ: also
+    dQ += dS K_n through shared memory (dS^T stored once, read by the dQ MMA), added into the
+    fp32 dQ in memory (_dq_add), instead of a dQ kernel that recomputes S and dP."""
+    slot = i % STAGES
+    # Refill the ring with the pair PREFETCH steps ahead, into the slot of pair i - 1 (DEFER:
+    # i - 2), whose MMAs have been waited for by then; the barrier makes that true for both
+    # warpgroups.
+    PREFETCH: gl.constexpr = STAGES - 2 if DEFER else STAGES - 1
+    cta_barrier()
+    _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i + PREFETCH, count,
+                      nq, lo, head0, HEAD_DIM, BLOCK_M, STAGES)
+    offs_m = m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
+    row_ok = offs_m < total
+    lse = gl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
+    delta = gl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
+    phase = (i // STAGES) & 1
+    mbarrier.wait(q_bars.index(slot), phase)
+    # S^T - lse2 / c from an accumulator holding -lse2 / c, so that lse's registers are free
+    # once the MMA is issued (ptxas otherwise spills, bench/gluon_report.py); P^T =
+    # exp2(c (S^T - lse2 / c)) (the triton kernel: exp2(c S^T - lse2), the same to a few fp32
+    # ulps of the exponent). Likewise dP^T - delta from an accumulator holding -delta.
+    st = warpgroup_mma(k_smem, q_smem.index(slot).permute((1, 0)),
+                       s_zero - gl.expand_dims(lse * rc, 0), is_async=True)
+    if DEFER:
+        # Retire the previous step's dV and dK MMAs (groups complete in order; S^T keeps
+        # running) before dP^T's registers are taken: their operands' registers are then free.
+        dk, dv, pt_op, dst = warpgroup_mma_wait(num_outstanding=1, deps=(dk, dv, pt_op, dst))
+    mbarrier.wait(do_bars.index(slot), phase)
+    dpt = warpgroup_mma(v_smem, do_smem.index(slot).permute((1, 0)),
+                        s_zero - gl.expand_dims(delta, 0), is_async=True)
+    st = warpgroup_mma_wait(num_outstanding=1, deps=(st, ))
+    pt = gl.exp2(st * c)
+    if MASKED:  # keys see queries of their own segment from themselves on
+        visible = ((gl.expand_dims(offs_m, 0) >= gl.expand_dims(offs_n, 1))
+                   & (gl.expand_dims(offs_m, 0) < gl.expand_dims(seg_end_n, 1)))
+        pt = gl.where(visible, pt, 0.0)
+    pt_op = gl.convert_layout(pt.to(gl.bfloat16), op_layout)
+    dv = warpgroup_mma(pt_op, do_smem.index(slot), dv, is_async=True)
+    dpt = warpgroup_mma_wait(num_outstanding=1, deps=(dpt, ))  # dV's MMA keeps running
+    ds_t = (pt * dpt).to(gl.bfloat16)  # dpt holds dP^T - delta
+    if FUSE_DQ:
+        # dQ_m = dS K_n: its A operand spans both warpgroups' keys, so dS^T goes through shared
+        # memory, where the dK MMA reads it too (no register operand held while it runs); each
+        # warpgroup computes half of dQ's columns (dq_layout: warps [4, 2]).
+        ds_smem.store(ds_t)
+        fence_async_shared()
+        cta_barrier()
+        dk = warpgroup_mma(ds_smem, q_smem.index(slot), dk, is_async=True)
+        # (zeros made here, not passed in: a loop-invariant zero tile would hold 32 registers)
+        dq = warpgroup_mma(ds_smem.permute((1, 0)), k_smem,
+                           gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=dq_layout),
+                           use_acc=False, is_async=True)
+        dk, dv, dq = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv, dq))
+        _dq_add(dq, dqa_ptr, sem_ptr, seg_start_ptr, m, head, tile, n_qtiles, total, HEAD_DIM,
+                H_Q, BLOCK_M, BLOCK_N, ORDERED, dq_layout)
+    else:
+        dst = gl.convert_layout(ds_t, op_layout)
+        dk = warpgroup_mma(dst, q_smem.index(slot), dk, is_async=True)
+    # DEFER: a wait that waits for nothing (the dV and dK groups stay in flight); it only turns
+    # the accumulators back into tensors for the loop to carry.
+    dk, dv, pt_op, dst = warpgroup_mma_wait(num_outstanding=2 if DEFER else 0,
+                                            deps=(dk, dv, pt_op, dst))
+    return dk, dv, pt_op, dst
+
+
+@gluon.jit
+def _attn_bwd_dkdv_hopper_kernel(
+    q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr, seg_end_ptr,
+    order_ptr, dqa_ptr, sem_ptr, seg_start_ptr, n_qtiles, stride_lh, total, c, sm_scale,
+    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, DEFER: gl.constexpr, FUSE_DQ: gl.constexpr,
+    ORDERED: gl.constexpr, num_warps: gl.constexpr,
+):
+    """dK = sm_scale * sum of dS^T Q, dV = sum of P^T dO over the query tiles (of every query
+    head of the GQA group) that see this key tile, with the tiles, masking and bf16 roundings of
+    kernels.attention._attn_bwd_dkdv_kernel (BF16). FUSE_DQ: also adds dS K into dqa (fp32
+    [T, Hq, D], unscaled), ORDERED with the counters sem [Hq, n_qtiles] (zeroed by the caller).
+    Grid (Hkv, key tiles in launch order); descriptors over [T, H * D] views (Q, dO: BLOCK_M
+    rows; K, V, dK, dV: BLOCK_N rows)."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_M, 16])
+    dkv_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16])
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dkv_layout, k_width=2)
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, num_warps // 4],
+        instr_shape=[16, HEAD_DIM // (num_warps // 4), 16])
+    G: gl.constexpr = H_Q // H_KV
+    PREFETCH: gl.constexpr = STAGES - 2 if DEFER else STAGES - 1
+
+    kv_head = gl.program_id(0)
+    tile = gl.load(order_ptr + gl.program_id(1))
+    start_n = tile * BLOCK_N
+    kv_col = kv_head * HEAD_DIM
+    offs_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
+    seg_end_n = gl.load(seg_end_ptr + offs_n, mask=offs_n < total, other=0)
+    # Query tiles (kernels.attention._attn_bwd_dkdv_kernel): [lo, full_lo) diagonal (masked),
+    # [full_lo, full_hi) unmasked, [full_hi, hi) reaching past the first key's segment (masked).
+    last_key = gl.minimum(start_n + BLOCK_N, total) - 1
+    lo = start_n // BLOCK_M
+    hi = gl.cdiv(gl.load(seg_end_ptr + last_key), BLOCK_M)
+    full_lo = gl.minimum(gl.cdiv(last_key, BLOCK_M), hi)
+    full_hi = gl.maximum(gl.minimum(gl.load(seg_end_ptr + start_n) // BLOCK_M, hi), full_lo)
+    nq = hi - lo
+    count = G * nq
+    head0 = kv_head * G
+
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, v_desc.block_type.shape, v_desc.layout)
+    kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(kv_bar, count=1)
+    q_smem, do_smem, q_bars, do_bars = _kv_ring(q_desc, do_desc, STAGES)
+    if FUSE_DQ:
+        ds_smem = gl.allocate_shared_memory(
+            gl.bfloat16, [BLOCK_N, BLOCK_M],
+            gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], gl.bfloat16))
+    else:
+        ds_smem = k_smem  # unused
+    fence_async_shared()
+
+    mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+    tma_load(k_desc, [start_n, kv_col], kv_bar, k_smem)
+    tma_load(v_desc, [start_n, kv_col], kv_bar, v_smem)
+    for j in gl.static_range(PREFETCH):  # the first step loads pair PREFETCH
+        _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, j, count, nq, lo,
+                          head0, HEAD_DIM, BLOCK_M, STAGES)
+
+    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dkv_layout)
+    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dkv_layout)
+    pt_op = gl.zeros([BLOCK_N, BLOCK_M], gl.bfloat16, layout=op_layout)
+    dst = gl.zeros([BLOCK_N, BLOCK_M], gl.bfloat16, layout=op_layout)
+    s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=s_layout)
+    rc = 1.0 / c
+    mbarrier.wait(kv_bar, 0)
+    for g in range(G):  # the query heads reading this kv head: no atomics
+        head = head0 + g
+        base = g * nq - lo  # pair index of (g, m) is base + m
+        # Three loops, no branch inside a step (see _fwd_step).
+        for m in range(lo, full_lo):
+            dk, dv, pt_op, dst = _dkdv_step(
+                dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
+                q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
+                n_qtiles, stride_lh, total, True, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES, DEFER,
+                FUSE_DQ, ORDERED, s_layout, op_layout, dq_layout)
+        for m in range(full_lo, full_hi):
+            dk, dv, pt_op, dst = _dkdv_step(
+                dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
+                q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
+                n_qtiles, stride_lh, total, False, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES, DEFER,
+                FUSE_DQ, ORDERED, s_layout, op_layout, dq_layout)
+        for m in range(full_hi, hi):
+            dk, dv, pt_op, dst = _dkdv_step(
+                dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
+                q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
+                n_qtiles, stride_lh, total, True, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES, DEFER,
+                FUSE_DQ, ORDERED, s_layout, op_layout, dq_layout)
+    if DEFER:
+        dk, dv, pt_op, dst = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv, pt_op, dst))
+
+    mbarrier.invalidate(kv_bar)
+    for st in gl.static_range(STAGES):
+        mbarrier.invalidate(q_bars.index(st))
+        mbarrier.invalidate(do_bars.index(st))
+    # K's and V's tiles hold dK and dV for the TMA stores (rows past the last token clipped).
+    cta_barrier()
+    k_smem.store((dk * sm_scale).to(gl.bfloat16))
+    v_smem.store(dv.to(gl.bfloat16))
+    fence_async_shared()
+    tma_store(dk_desc, [start_n, kv_col], k_smem)
+    tma_store(dv_desc, [start_n, kv_col], v_smem)
+    tma.store_wait(pendings=0)
+
+
 @functools.lru_cache(maxsize=None)
 def _tile_layout(block_rows: int, d: int):
     # Cached: building it costs ~15 us of host time per descriptor (cProfile on the H200).
@@ -454,3 +721,35 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
         lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=k.shape[1],
         HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages, num_warps=warps)
     return dq
+
+
+def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkdv,
+                          softmax_scale, dk, dv, dqa=None, sem=None):
+    """Writes dK, dV (bf16, caller-allocated, contiguous [T, Hkv, D]) as kernels.attention's BF16
+    dK/dV kernel does; lse2, delta: [Hq, T] float32 with unit stride along T; order_dkdv: launch
+    order of the DKDV_CONFIG[1]-key tiles. With ``dqa`` (fp32 [T, Hq, D], contiguous, zeroed)
+    and ``sem`` (int32 [Hq, >= cdiv(T, DKDV_CONFIG[0])], zeroed): also adds dS K (dQ before
+    the softmax scale) into dqa, in key-tile order (FLAMIA_DQ=fused; order_dkdv must then be
+    ops._ordered_longest_first's)."""
+    why = supports(q=q, k=k, v=v, do=do)
+    if why is not None:
+        raise ValueError(why)
+    total, hq, d = q.shape
+    assert dk.shape == dv.shape == k.shape and dk.is_contiguous() and dv.is_contiguous()
+    assert lse.stride(1) == 1 and delta.stride(1) == 1 and lse.stride(0) == delta.stride(0)
+    block_m, block_n, warps, _ = DKDV_CONFIG
+    stages, defer, unordered = dkdv_pipeline()
+    fuse_dq = dqa is not None
+    if fuse_dq:
+        assert dqa.shape == q.shape and dqa.is_contiguous() and dqa.dtype == torch.float32
+        assert sem.dim() == 2 and sem.shape[1] >= -(-total // block_m) and sem.is_contiguous()
+    else:
+        dqa, sem = lse, seg_end  # unused
+    _attn_bwd_dkdv_hopper_kernel[(k.shape[1], order_dkdv.numel())](
+        _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
+        _rows_view(do, block_m), _rows_view(dk, block_n), _rows_view(dv, block_n), lse, delta,
+        seg_end, order_dkdv, dqa, sem, seg_start, sem.stride(0), lse.stride(0), total,
+        softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d,
+        BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages, DEFER=defer, FUSE_DQ=fuse_dq,
+        ORDERED=not unordered, num_warps=warps)
+    return dk, dv

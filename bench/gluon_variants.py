@@ -1,0 +1,136 @@
+"""One BF16 kernel alone, the triton kernel against Gluon configurations, on bench.attention's
+workloads, in one process on the GPU:
+
+    python -m bench.gluon_variants [--configs 128,128,8,2 64,64,4,2] [--dists one_doc u32_1024]
+    python -m bench.gluon_variants --kernel dkdv [--configs 2,0 3,1]
+
+--kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S. --kernel dkdv: the dK/dV
+kernel, configs FLAMIA_GLUON_DKDV=S,D, or S,D,fused (FLAMIA_DQ=fused: dQ added by the dK/dV
+kernel in key-tile order) or S,D,unordered (the same in any order); timed as the whole backward
+call (the dQ kernel, where there is one, is the triton one in every variant); "kernel ms"
+counts the dK/dV kernel only.
+
+Per variant and workload: the output's relative difference to the triton kernel's (O; dK for
+dkdv: a check, not a precision measure), the median time of one call (do_bench, host work
+included), the GPU time of the kernel (torch.profiler) and the host time of one call (50 calls
+issued back to back, timed on the host before synchronizing: the launch path's cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from unittest import mock
+
+import torch
+
+from bench.attention import causal_flops, workload_inputs
+from flamia.kernels import attention as K
+from flamia.ops import batch_plan
+
+DEFAULT_CONFIGS = ["128,128,8,2", "64,64,4,2", "64,64,4,3", "64,128,4,2", "128,64,8,3"]
+DEFAULT_DKDV_CONFIGS = ["2,0", "4,1", "2,0,fused", "2,0,unordered"]
+
+
+def _dkdv_env(config: str) -> dict:
+    stages, defer, *mode = config.split(",")
+    mode = mode[0] if mode else "separate"
+    return {"FLAMIA_GLUON_DKDV": f"{stages},{defer},{int(mode == 'unordered')}",
+            "FLAMIA_DQ": "separate" if mode == "separate" else "fused"}
+
+
+def kernel_ms(fn, calls=20, name=""):
+    """Mean GPU time of the kernels one call launches whose name contains ``name``
+    (torch.profiler)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    total_us = sum(e.device_time_total for e in prof.key_averages()
+                   if e.device_type == torch.autograd.DeviceType.CUDA and name in e.key)
+    return total_us / 1e3 / calls
+
+
+def host_us(fn, calls=50):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
+def main(argv=None):
+    from triton.testing import do_bench
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--kernel", choices=("fwd", "dkdv"), default="fwd")
+    ap.add_argument("--configs", nargs="+")
+    ap.add_argument("--dists", nargs="+", default=["one_doc", "lognormal_1k", "u32_1024"])
+    ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--cprofile", action="store_true",
+                    help="also cProfile 50 calls of the first Gluon config (host path)")
+    args = ap.parse_args(argv)
+    fwd = args.kernel == "fwd"
+    configs = args.configs or (DEFAULT_CONFIGS if fwd else DEFAULT_DKDV_CONFIGS)
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"| workload | {args.kernel} | {'O' if fwd else 'dV, dK, dQ'} rel diff to triton | "
+          "ms (do_bench) | kernel ms | host us | TFLOP/s (kernel) |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for dist in args.dists:
+        lengths, q, k, v, do, cu = workload_inputs(dist, 4, 8192, 16, 16, args.d)
+        q, k, v, do = q.detach(), k.detach(), v.detach(), do.detach()
+        flops = causal_flops(lengths, 16, args.d)  # the forward's; dK/dV: 2x (4 matmuls)
+        scale = args.d ** -0.5
+        env_name, knob = (("FLAMIA_FWD_KERNEL", "FLAMIA_GLUON_FWD") if fwd else
+                          ("FLAMIA_DKDV_KERNEL", "FLAMIA_GLUON_DKDV"))
+        variants = [("triton", {env_name: "triton"})] + [
+            (f"gluon {c}", {env_name: "gluon", **({knob: c} if fwd else _dkdv_env(c))})
+            for c in configs]
+        ref = None
+        for name, env in variants:
+            with mock.patch.dict(os.environ, {**env, "FLAMIA_DQ_KERNEL": "triton"}):
+                try:
+                    plan = batch_plan(cu, q.shape[0], args.d)
+                    if fwd:
+                        fn = lambda: K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd,
+                                                     scale)
+                        kernel_flops = flops
+                    else:
+                        o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, scale)
+                        fn = lambda: K.attention_bwd(do, q, k, v, o, lse, plan.seg_start,
+                                                     plan.seg_end, plan.order_dkdv,
+                                                     plan.order_dq, scale)[::-1]
+                        # 4 matmuls of the forward's size each (5 with fused dQ)
+                        fused = env.get("FLAMIA_DQ") == "fused"
+                        kernel_flops = (2.5 if fused else 2) * flops
+                    outs = [t.float() for t in (fn()[:1] if fwd else fn())]
+                    if ref is None:
+                        ref = outs
+                    rel = ", ".join(f"{((a - b).norm() / b.norm()).item():.1e}"
+                                    for a, b in zip(outs, ref))
+                    ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+                    kms = kernel_ms(fn, name="" if fwd else "dkdv")
+                    hus = host_us(fn)
+                    print(f"| {dist} | {name} | {rel} | {ms:.3f} | {kms:.3f} | {hus:.0f} | "
+                          f"{kernel_flops / kms / 1e9:.0f} |", flush=True)
+                except Exception as exc:  # one failing variant must not hide the others
+                    print(f"| {dist} | {name} | {type(exc).__name__}: {str(exc)[:80]} | | | | |",
+                          flush=True)
+        if args.cprofile and fwd and dist == args.dists[0]:
+            import cProfile
+            import pstats
+            env = {"FLAMIA_FWD_KERNEL": "gluon", "FLAMIA_GLUON_FWD": configs[0]}
+            with mock.patch.dict(os.environ, env), cProfile.Profile() as prof:
+                plan = batch_plan(cu, q.shape[0], args.d)
+                for _ in range(50):
+                    K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, scale)
+            torch.cuda.synchronize()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(14)
+
+
+if __name__ == "__main__":
+    main()
