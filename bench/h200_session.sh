@@ -9,8 +9,8 @@
 #   last: GPU tests on the final tree and a quick benchmark of it (~4.5 min)
 #   dq: the BF16 dQ modes (FLAMIA_DQ=separate|fused): GPU tests and a quick benchmark
 #   gluon: the Gluon BF16 forward and dQ (FLAMIA_FWD_KERNEL, FLAMIA_DQ_KERNEL): GPU tests, quick benchmark
-#   dkdv: the Gluon dK/dV kernel: Hopper GPU tests, then its pipeline variants against the triton
-#         kernel (bench/gluon_variants.py --kernel dkdv) (~3 min)
+#   dkdv: the Gluon dK/dV kernel: Hopper GPU tests, then its pipeline and fused-dQ variants
+#         against the triton kernel (bench/gluon_variants.py --kernel dkdv) (~5 min)
 #   profile: Nsight Compute (ncu) on the bf16 and mxfp8 kernels, stall reasons per SASS line
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
@@ -113,13 +113,18 @@ gluon)  # the Gluon BF16 kernels (default on Hopper): GPU tests, then a quick be
     cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|_quantize|_token_major)|^###|Error" $OUT/bench.log | tail -40
   ;;
-dkdv)  # the Gluon dK/dV kernel: GPU tests of the Gluon kernels, then its variants alone
+dkdv)  # the Gluon dK/dV kernel: GPU tests of the Gluon kernels, then its variants alone;
+       # the fused-dQ variants that once hung (2026-12-04) run last, one workload per process
   FLAMIA_AUTOTUNE=0 step "gpu tests" 200 python -m pytest -q -p no:cacheprovider \
     tests/test_kernels_hopper.py > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
-  FLAMIA_AUTOTUNE=8x3,4x3 step "variants" 300 python -m bench.gluon_variants --kernel dkdv \
-    ${DKDV_CONFIGS:-} > $OUT/dkdv_variants.txt 2>&1
-  cat $OUT/dkdv_variants.txt | tail -20
+  FLAMIA_AUTOTUNE=8x3,4x3 step "variants" 200 python -m bench.gluon_variants --kernel dkdv \
+    --configs ${DKDV_CONFIGS:-2,0 triton,fused 2,0,unordered} > $OUT/dkdv_variants.txt 2>&1
+  for dist in lognormal_1k u32_1024 one_doc; do
+    FLAMIA_AUTOTUNE=8x3,4x3 step "fused $dist" 60 python -m bench.gluon_variants --kernel dkdv \
+      --configs 2,0,fused --dists $dist >> $OUT/dkdv_variants.txt 2>&1
+  done
+  grep -vE "Warn|warn" $OUT/dkdv_variants.txt | tail -30
   ;;
 bench)  # GPU tests, then the full grid with the accuracy table and autotune picks (~9 min)
   FLAMIA_AUTOTUNE=0 step "gpu tests" 170 python -m pytest -q -p no:cacheprovider \

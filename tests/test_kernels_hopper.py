@@ -180,6 +180,27 @@ def test_gluon_fused_dq(lengths, hq, hkv, d, monkeypatch):
 
 @pytest.mark.gpu
 @hopper
+@pytest.mark.parametrize("kernel", ["triton", "gluon"])
+def test_fused_dq_at_scale(kernel, monkeypatch):
+    """FLAMIA_DQ=fused where far more dK/dV programs than fit on the GPU wait for each other
+    (4 x 8192-token documents, 16 heads: 4096 programs of the Gluon kernel), three runs: the
+    ordered adds end (a wait for an exact counter value hung here, 2026-12-04) and give the same
+    bits every run."""
+    monkeypatch.setenv("FLAMIA_DKDV_KERNEL", kernel)
+    monkeypatch.setenv("FLAMIA_DQ", "fused")
+    cu = _cu([8192] * 4, "cuda")
+    q, k, v, do = rand_qkvdo(4 * 8192, 16, 16, 128, seed=9, device="cuda")
+    plan = flamia.ops.batch_plan(cu, q.shape[0], 128)
+    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, 128 ** -0.5)
+    runs = [K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end, plan.order_dkdv,
+                            plan.order_dq, 128 ** -0.5)[0] for _ in range(3)]
+    torch.cuda.synchronize()
+    assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[2])
+    assert torch.isfinite(runs[0]).all()
+
+
+@pytest.mark.gpu
+@hopper
 @pytest.mark.parametrize("dq_mode", ["separate", "fused"])
 def test_gluon_kernels_do_not_leak(dq_mode, gluon_kernels, monkeypatch):
     monkeypatch.setenv("FLAMIA_DQ", dq_mode)

@@ -611,10 +611,13 @@ def _ordered_dq_add(dq_part, dqa_ptrs, row_ok, sem_ptr, rank, MASKED: tl.constex
         # its adds are visible before its increment), so rank r is reached at r * threads, and
         # no CTA barrier is needed (a barrier in the loop stops triton from software-pipelining
         # the loads of the loop over query tiles, bench/sass_report; so would a triton while
-        # loop, hence the wait as one asm loop).
+        # loop, hence the wait as one asm loop). A thread waits while the counter is below
+        # r * threads, not until it equals it: the program's faster threads may have added
+        # their 1s before a slower one first reads it, and a wait for equality would then never
+        # end (the counter cannot pass (r + 1) * threads before this program is done).
         count = tl.inline_asm_elementwise(
             "{ .reg .pred p; .reg .b32 n, want; mov.u32 n, %ntid.x; mul.lo.s32 want, $2, n; "
-            "WAIT: ld.acquire.gpu.global.b32 $0, [$1]; setp.ne.s32 p, $0, want; @p bra WAIT; "
+            "WAIT: ld.acquire.gpu.global.b32 $0, [$1]; setp.lt.s32 p, $0, want; @p bra WAIT; "
             "div.s32 $0, $0, n; }",
             "=r,l,r", [sem_ptr, rank], dtype=tl.int32, is_pure=False, pack=1)
         # The adds depend on the value read, so they are not issued before the wait ends.

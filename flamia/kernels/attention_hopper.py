@@ -436,8 +436,8 @@ def _dq_add(dq, dqa_ptr, sem_ptr, seg_start_ptr, m, head, tile, n_qtiles, total,
             HEAD_DIM: gl.constexpr, H_Q: gl.constexpr, BLOCK_M: gl.constexpr,
             BLOCK_N: gl.constexpr, ORDERED: gl.constexpr, dq_layout: gl.constexpr):
     """dQ[query tile m of ``head``] += dq (fp32 [T, Hq, D] in memory). ORDERED: in increasing
-    key-tile order (kernels.attention._ordered_dq_add: wait until the query tile's counter
-    reaches this key tile's rank, add, release), so that dQ is the same bits on every run;
+    key-tile order (kernels.attention._ordered_dq_add: wait while the query tile's counter is
+    below this key tile's rank, add, release), so that dQ is the same bits on every run;
     else in whatever order the programs reach it (run-to-run noise in the last bits)."""
     # Rows of 4 consecutive fp32 per thread (one vector atomic each, 8 addresses per thread)
     # instead of the MMA layout's pairs (32 addresses: the registers spill).
@@ -454,7 +454,7 @@ def _dq_add(dq, dqa_ptr, sem_ptr, seg_start_ptr, m, head, tile, n_qtiles, total,
         rank = tile - gl.load(seg_start_ptr + m * BLOCK_M) // BLOCK_N
         count = gl.inline_asm_elementwise(
             "{ .reg .pred p; .reg .b32 n, want; mov.u32 n, %ntid.x; mul.lo.s32 want, $2, n; "
-            "WAIT: ld.acquire.gpu.global.b32 $0, [$1]; setp.ne.s32 p, $0, want; @p bra WAIT; "
+            "WAIT: ld.acquire.gpu.global.b32 $0, [$1]; setp.lt.s32 p, $0, want; @p bra WAIT; "
             "div.s32 $0, $0, n; }",
             "=r,l,r", [sem, rank], dtype=gl.int32, is_pure=False, pack=1)
         ok = ok & (count == rank)  # the adds depend on the value read: issued after the wait
