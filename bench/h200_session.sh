@@ -115,10 +115,10 @@ gluon)  # the Gluon BF16 kernels (default on Hopper): GPU tests, then a quick be
   ;;
 dkdv)  # the Gluon dK/dV kernel: GPU tests of the Gluon kernels, then its variants alone;
        # the fused-dQ variants that once hung (2026-12-04) run last, one workload per process
-  FLAMIA_AUTOTUNE=0 step "gpu tests" 200 python -m pytest -q -p no:cacheprovider \
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 150 python -m pytest -q -p no:cacheprovider \
     tests/test_kernels_hopper.py > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
-  FLAMIA_AUTOTUNE=8x3,4x3 step "variants" 200 python -m bench.gluon_variants --kernel dkdv \
+  FLAMIA_AUTOTUNE=8x3,4x3 step "variants" 160 python -m bench.gluon_variants --kernel dkdv \
     --configs ${DKDV_CONFIGS:-2,0 triton,fused 2,0,unordered} > $OUT/dkdv_variants.txt 2>&1
   for dist in lognormal_1k u32_1024 one_doc; do
     FLAMIA_AUTOTUNE=8x3,4x3 step "fused $dist" 60 python -m bench.gluon_variants --kernel dkdv \
