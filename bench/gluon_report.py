@@ -36,6 +36,11 @@ def compile_fwd(config: str, d: int = 128, hq: int = 16, hkv: int = 16):
     """The compiled forward for FLAMIA_GLUON_FWD=config."""
     with mock.patch.dict(os.environ, {"FLAMIA_GLUON_FWD": config}):
         m, n, w, st = H.config()
+        ws = H.warp_specialized()
+    if ws:  # 64-row Q/O blocks, num_warps = 4 (the default partition)
+        return _compile(H._attn_fwd_hopper_ws_kernel, ("q", "o"), ("k", "v"), (m // 2, n, 4, st),
+                        d, hq, hkv, CONSUMER_REGS=H.WS_CONSUMER_REGS,
+                        PRODUCER_REGS=H.WS_PRODUCER_REGS, drop=("BLOCK_M", ))
     return _compile(H._attn_fwd_hopper_kernel, ("q", "o"), ("k", "v"), (m, n, w, st), d, hq, hkv)
 
 
@@ -57,7 +62,7 @@ def compile_dkdv(pipeline: str | None = None, d: int = 128, hq: int = 16, hkv: i
                     FUSE_DQ=fuse_dq > 0, ORDERED=fuse_dq == 1)
 
 
-def _compile(fn, query_descs, key_descs, config, d, hq, hkv, **extra_consts):
+def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), **extra_consts):
     """Descriptors of CPU tensors stand in for the GPU's: only their dtype, block shape and
     layout enter the signature."""
     m, n, w, st = config
@@ -67,6 +72,8 @@ def _compile(fn, query_descs, key_descs, config, d, hq, hkv, **extra_consts):
     descs.update({f"{x}_desc": H._rows_view(k, n) for x in key_descs})
     consts = dict(H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=m, BLOCK_N=n, STAGES=st, num_warps=w,
                   **extra_consts)
+    for name in drop:  # constexprs this kernel does not take
+        del consts[name]
     sig, attrs = {}, {}
     for i, arg in enumerate(fn.arg_names):
         if arg in consts:
@@ -91,7 +98,7 @@ def sass_lines(cubin: bytes) -> list[str]:
         f.flush()
         out = subprocess.run([knobs.nvidia.cuobjdump.path, "-sass", f.name], capture_output=True,
                              text=True).stdout
-    return [line for line in out.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
+    return [line for line in out.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/", line)]
 
 
 def overlapped_exps(lines: list[str]) -> list[tuple[str, int]]:

@@ -11,6 +11,7 @@
 #   gluon: the Gluon BF16 forward and dQ (FLAMIA_FWD_KERNEL, FLAMIA_DQ_KERNEL): GPU tests, quick benchmark
 #   dkdv: the Gluon dK/dV kernel: Hopper GPU tests, then its pipeline and fused-dQ variants
 #         against the triton kernel (bench/gluon_variants.py --kernel dkdv) (~5 min)
+#   ws: the warp-specialized Gluon forward (FLAMIA_GLUON_FWD=...,ws): forward variants, Hopper GPU tests
 #   profile: Nsight Compute (ncu) on the bf16 and mxfp8 kernels, stall reasons per SASS line
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
@@ -112,6 +113,15 @@ gluon)  # the Gluon BF16 kernels (default on Hopper): GPU tests, then a quick be
     lognormal_1k one_doc u32_1024 --providers flamia-bf16 "flamia-bf16 (triton kernels)" cudnn-thd \
     cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|_quantize|_token_major)|^###|Error" $OUT/bench.log | tail -40
+  ;;
+ws)  # the warp-specialized Gluon forward: forward variants first (a hang ends at its timeout),
+     # then the GPU tests of the Gluon kernels, then a quick fwd+bwd benchmark with it
+  FLAMIA_AUTOTUNE=8x3,4x3 step "fwd variants" 150 python -m bench.gluon_variants \
+    --configs ${FWD_CONFIGS:-128,128,8,2 128,128,8,2,ws 128,128,8,3,ws} > $OUT/fwd_variants.txt 2>&1
+  grep -vE "Warn|warn" $OUT/fwd_variants.txt | tail -14
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 200 python -m pytest -q -p no:cacheprovider \
+    tests/test_kernels_hopper.py > $OUT/gpu_tests.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
   ;;
 dkdv)  # the Gluon dK/dV kernel: GPU tests of the Gluon kernels, then its variants alone;
        # the fused-dQ variants that once hung (2026-12-04) run last, one workload per process

@@ -95,14 +95,17 @@ def test_gluon_kernels_compile_for_sm90():
     dK/dV kernel's (8 + 8 + 4 + 4 per 64-query step, three loops). The dK/dV kernel with fused
     dQ (FLAMIA_DQ=fused) is compiled too; its spills are reported, not asserted. Whether ptxas
     overlaps the softmax with the MMAs is reported, not asserted (it does not, see
-    attention_hopper)."""
-    out = _bench("bench.gluon_report", "--configs", "128,128,8,2", "--fuse-dq", "0", "1").stdout
+    attention_hopper). The warp-specialized forward (FLAMIA_GLUON_FWD=...,ws) is compiled
+    too: two consumer partitions with the forward's MMAs each."""
+    out = _bench("bench.gluon_report", "--configs", "128,128,8,2", "128,128,8,2,ws",
+                 "--fuse-dq", "0", "1").stdout
     kernels = re.split(r"\ngluon ", "\n" + out.split("\n", 1)[1])[1:]
     names = [k.split(":")[0] for k in kernels]
-    assert [n.split()[0] for n in names] == ["fwd", "dq", "dkdv", "dkdv"], out
-    assert names[2].endswith("fuse_dq=0") and names[3].endswith("fuse_dq=1"), out
-    for block, hgmma, spill in zip(kernels, (8 + 3 * 16 + 8, 3 * 20, 3 * 24, None),
-                                   (0, 0, 8, None)):
+    assert [n.split()[0] for n in names] == ["fwd", "fwd", "dq", "dkdv", "dkdv"], out
+    assert names[3].endswith("fuse_dq=0") and names[4].endswith("fuse_dq=1"), out
+    # The warp-specialized forward: the same MMAs in each of its two consumer partitions.
+    for block, hgmma, spill in zip(kernels, (8 + 3 * 16 + 8, 2 * (8 + 3 * 16 + 8), 3 * 20,
+                                             3 * 24, None), (0, 0, 0, 8, None)):
         assert int(re.search(r"shared (\d+) B", block).group(1)) <= 227 * 1024, out
         if spill is not None:
             stored, loaded = map(int, re.search(r"spills (\d+) B stored / (\d+) B loaded",

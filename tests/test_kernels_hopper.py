@@ -76,7 +76,11 @@ def test_gluon_forward_config_is_checked(monkeypatch):
     assert H.config() == H.DEFAULT_CONFIG
     monkeypatch.setenv("FLAMIA_GLUON_FWD", "64,64,4,2")
     assert H.config() == (64, 64, 4, 2)
-    for bad in ("128,128,4,2", "128,32,8,2", "128,128,8,1", "128x128"):
+    assert not H.warp_specialized()
+    monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,3,ws")
+    assert H.config() == (128, 128, 8, 3) and H.warp_specialized()
+    for bad in ("128,128,4,2", "128,32,8,2", "128,128,8,1", "128x128", "64,64,4,2,ws",
+                "128,128,8,2,wss"):
         monkeypatch.setenv("FLAMIA_GLUON_FWD", bad)
         with pytest.raises(ValueError, match="FLAMIA_GLUON_FWD"):
             H.config()
@@ -109,6 +113,28 @@ def test_gluon_forward_matches_triton_forward(lengths, hq, hkv, d, monkeypatch):
     rel = (o_g.float() - o_t.float()).norm() / o_t.float().norm()
     assert rel < 4e-3, f"O: relative difference {rel:.2e}"
     assert (lse_g - lse_t).abs().max().item() < 1e-4
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128)])
+def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, stages, poisoned,
+                                                       monkeypatch):
+    """FLAMIA_GLUON_FWD=128,128,8,S,ws: the same MMAs and softmax steps for every row as the
+    plain Gluon forward (only who issues the loads and when slots are released differ), so O and
+    lse2 are the same bits; every element written (poisoned outputs)."""
+    cu = _cu(lengths, "cuda")
+    q, k, v, _ = rand_qkvdo(sum(lengths), hq, hkv, d, seed=7, device="cuda")
+    monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
+    outs = {}
+    for setting in ("128,128,8,2", f"128,128,8,{stages},ws"):
+        monkeypatch.setenv("FLAMIA_GLUON_FWD", setting)
+        plan = flamia.ops.batch_plan(cu, q.shape[0], d)
+        outs[setting] = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+    (o_p, lse_p), (o_w, lse_w) = outs.values()
+    assert torch.isfinite(o_w).all() and torch.isfinite(lse_w).all()
+    assert torch.equal(o_w, o_p) and torch.equal(lse_w, lse_p)
 
 
 @pytest.mark.gpu
@@ -201,9 +227,11 @@ def test_fused_dq_at_scale(kernel, monkeypatch):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("dq_mode", ["separate", "fused"])
-def test_gluon_kernels_do_not_leak(dq_mode, gluon_kernels, monkeypatch):
+@pytest.mark.parametrize("dq_mode,fwd", [("separate", "128,128,8,2"), ("fused", "128,128,8,2"),
+                                         ("separate", "128,128,8,2,ws")])
+def test_gluon_kernels_do_not_leak(dq_mode, fwd, gluon_kernels, monkeypatch):
     monkeypatch.setenv("FLAMIA_DQ", dq_mode)
+    monkeypatch.setenv("FLAMIA_GLUON_FWD", fwd)
     total = 4096
     cu = adversarial_cu_seqlens(total, device="cuda")
     q, k, v, do = rand_qkvdo(total, 8, 2, 128, seed=4, device="cuda")

@@ -59,24 +59,41 @@ LOG2E = 1.4426950408889634
 # query rows, the layout's rule (warps_per_cta [warps, 1], 16 rows per warp). Default: 128 x 128
 # on 8 warps with 2 K/V slots, the fastest of bench/gluon_variants.py's sweep on the H200 (3 slots,
 # 224 KB of shared memory at D = 128, and 64 x 64 on 4 warps were not faster).
-# FLAMIA_GLUON_FWD="M,N,W,S" overrides it.
+# FLAMIA_GLUON_FWD="M,N,W,S" overrides it; "M,N,W,S,ws" runs the warp-specialized forward
+# (_attn_fwd_hopper_ws_kernel: W / 4 consumer warpgroups, each its own partition, and a TMA
+# producer warp; M = 128, W = 8 only).
 DEFAULT_CONFIG = (128, 128, 8, 2)
+
+
+def _fwd_setting() -> tuple[tuple[int, int, int, int], bool]:
+    text = os.environ.get("FLAMIA_GLUON_FWD")
+    if not text:
+        return DEFAULT_CONFIG, False
+    fields = text.split(",")
+    ws = len(fields) == 5 and fields[4] == "ws"
+    try:
+        m, n, w, st = (int(x) for x in (fields[:4] if ws else fields))
+    except ValueError:
+        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}; accepted: M,N,W,S[,ws] e.g. 128,128,8,2 "
+                         "or 128,128,8,2,ws") from None
+    if m != 16 * w or m not in (64, 128) or n not in (64, 128) or st < 2:
+        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}: needs M = 16 * W, M and N in (64, 128), "
+                         "S >= 2")
+    if ws and m != 128:
+        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}: the warp-specialized forward needs M = 128 "
+                         "(two consumer warpgroups of 64 rows)")
+    return (m, n, w, st), ws
 
 
 def config() -> tuple[int, int, int, int]:
     """(BLOCK_M, BLOCK_N, warps, ring slots) of the forward; read at every launch and by the
     batch plan (through kernels.attention.fwd_blocks)."""
-    text = os.environ.get("FLAMIA_GLUON_FWD")
-    if not text:
-        return DEFAULT_CONFIG
-    try:
-        m, n, w, st = (int(x) for x in text.split(","))
-    except ValueError:
-        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}; accepted: M,N,W,S e.g. 128,128,8,2") from None
-    if m != 16 * w or m not in (64, 128) or n not in (64, 128) or st < 2:
-        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}: needs M = 16 * W, M and N in (64, 128), "
-                         "S >= 2")
-    return m, n, w, st
+    return _fwd_setting()[0]
+
+
+def warp_specialized() -> bool:
+    """Whether the forward runs as _attn_fwd_hopper_ws_kernel (FLAMIA_GLUON_FWD=...,ws)."""
+    return _fwd_setting()[1]
 
 
 @gluon.jit
@@ -109,25 +126,30 @@ def _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, MASKED: gl.constexpr,
 
 
 @gluon.jit
-def _query_tile(order_ptr, seg_start_ptr, total, H_Q: gl.constexpr, H_KV: gl.constexpr,
-                HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                rows_layout: gl.constexpr):
-    """The query tile this program owns (grid (Hq, tiles in launch order)) and the key tiles it
-    visits, as kernels.attention._query_tile / _key_tile_ranges: [lo, full_lo) and
-    [full_hi, hi) masked, [full_lo, full_hi) unmasked."""
+def _query_program(order_ptr, seg_start_ptr, total, H_Q: gl.constexpr, H_KV: gl.constexpr,
+                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    """The query tile this program owns (grid (Hq, tiles in launch order)): head, its K/V
+    column, first row, and the key tiles it visits, as kernels.attention._query_tile /
+    _key_tile_ranges: [lo, full_lo) and [full_hi, hi) masked, [full_lo, full_hi) unmasked.
+    Scalars only, so that any partition can compute them."""
     head = gl.program_id(0)
-    tile = gl.load(order_ptr + gl.program_id(1))
+    start_m = gl.load(order_ptr + gl.program_id(1)) * BLOCK_M
     kv_col = (head // (H_Q // H_KV)) * HEAD_DIM
-    start_m = tile * BLOCK_M
-    offs_m = start_m + gl.arange(0, BLOCK_M, layout=rows_layout)
-    row_ok = offs_m < total
-    seg_start_m = gl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
     last_row = gl.minimum(start_m + BLOCK_M, total) - 1
     lo = gl.load(seg_start_ptr + start_m) // BLOCK_N
     hi = gl.cdiv(last_row + 1, BLOCK_N)
     full_lo = gl.minimum(gl.cdiv(gl.load(seg_start_ptr + last_row), BLOCK_N), hi)
     full_hi = gl.maximum(gl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
-    return head, kv_col, start_m, offs_m, row_ok, seg_start_m, lo, full_lo, full_hi, hi
+    return head, kv_col, start_m, lo, full_lo, full_hi, hi
+
+
+@gluon.jit
+def _query_rows(seg_start_ptr, row0, total, ROWS: gl.constexpr, rows_layout: gl.constexpr):
+    """Rows row0 .. row0 + ROWS - 1: their indices, which exist, and their segments' starts."""
+    offs_m = row0 + gl.arange(0, ROWS, layout=rows_layout)
+    row_ok = offs_m < total
+    seg_start_m = gl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
+    return offs_m, row_ok, seg_start_m
 
 
 @gluon.jit
@@ -147,24 +169,27 @@ def _kv_ring(k_desc, v_desc, STAGES: gl.constexpr):
 
 
 @gluon.jit
-def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
-              s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, MASKED: gl.constexpr,
-              BLOCK_N: gl.constexpr, STAGES: gl.constexpr, s_layout: gl.constexpr,
-              o_layout: gl.constexpr, p_layout: gl.constexpr):
+def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
+              k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col,
+              MASKED: gl.constexpr, WS: gl.constexpr, BLOCK_N: gl.constexpr,
+              STAGES: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
+              p_layout: gl.constexpr):
     """Step n (> lo): S_n = Q K_n^T and O += P_{n-1} V_{n-1} issued together; the softmax of S_n
-    runs while the tensor cores finish P_{n-1} V_{n-1}; then O is rescaled for step n."""
+    runs while the tensor cores finish P_{n-1} V_{n-1}; then O is rescaled for step n. WS: a
+    producer warp refills the ring; this warpgroup only releases the slots it has read."""
     i = n - lo
     slot = i % STAGES
     prev = (i - 1) % STAGES
-    # Refill the ring first: K_{n-1}'s and V_{n-2}'s slots were freed by the previous step in
-    # this warpgroup, and the barrier makes them free in every warpgroup. At the start of the
-    # step, so that no barrier sits between the two MMA waits below. K runs STAGES tiles ahead
-    # of its use, V STAGES - 1 (it is consumed a step later).
-    cta_barrier()
-    _issue_tile(k_desc, k_smem, k_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
-                STAGES)
-    _issue_tile(v_desc, v_smem, v_bars, n - 2 + STAGES, i - 2 + STAGES, hi, kv_col, BLOCK_N,
-                STAGES)
+    if not WS:
+        # Refill the ring first: K_{n-1}'s and V_{n-2}'s slots were freed by the previous step
+        # in this warpgroup, and the barrier makes them free in every warpgroup. At the start of
+        # the step, so that no barrier sits between the two MMA waits below. K runs STAGES tiles
+        # ahead of its use, V STAGES - 1 (it is consumed a step later).
+        cta_barrier()
+        _issue_tile(k_desc, k_smem, k_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
+                    STAGES)
+        _issue_tile(v_desc, v_smem, v_bars, n - 2 + STAGES, i - 2 + STAGES, hi, kv_col, BLOCK_N,
+                    STAGES)
     mbarrier.wait(k_bars.index(slot), (i // STAGES) & 1)
     s = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
                       is_async=True)
@@ -172,6 +197,8 @@ def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_des
     acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
     # Wait for S_n only (MMA groups complete in order); P_{n-1} V_{n-1} keeps running.
     s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+    if WS:
+        mbarrier.arrive(k_empty.index(slot))
     p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, MASKED, BLOCK_N,
                                        s_layout)
     alpha = gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))
@@ -182,44 +209,35 @@ def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_des
     # used. P_n becomes an MMA operand only after the wait, as in FlashAttention-3: its
     # registers may be those P_{n-1} occupies in flight.
     acc, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(acc, p_op))
+    if WS:
+        mbarrier.arrive(v_empty.index(prev))
     p_next = gl.convert_layout(p.to(gl.bfloat16), p_layout)
     acc = acc * gl.expand_dims(alpha, 1)
     return acc, p_next, m_i, l_i
 
 
 @gluon.jit
-def _attn_fwd_hopper_kernel(
-    q_desc, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, order_ptr, stride_lh, total, c,
-    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr,
-):
-    """Grid (Hq, query tiles in launch order). q/k/v/o descriptors over [T, H * D] views."""
+def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k_desc, v_desc,
+              o_desc, lse_ptr, seg_start_ptr, stride_lh, total, c, head, kv_col, row0, lo,
+              full_lo, full_hi, hi, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
+              HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, WARPS: gl.constexpr,
+              WS: gl.constexpr):
+    """The forward of query rows row0 .. row0 + ROWS - 1 of ``head`` (WARPS / 4 warpgroups of
+    64 rows) over key tiles lo .. hi - 1 of the ring (Q in q_smem once q_bar completes): O by TMA
+    store through q_smem, lse2 to lse_ptr. WS: one partition of the warp-specialized forward
+    (the producer fills the ring; the slots are released through k_empty / v_empty)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16])
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16])
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, HEAD_DIM, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
 
-    head, kv_col, start_m, offs_m, row_ok, seg_start_m, lo, full_lo, full_hi, hi = _query_tile(
-        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N, rows_s)
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
-    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    mbarrier.init(q_bar, count=1)
-    k_smem, v_smem, k_bars, v_bars = _kv_ring(k_desc, v_desc, STAGES)
-    fence_async_shared()
-
-    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-    tma_load(q_desc, [start_m, head * HEAD_DIM], q_bar, q_smem)
-    for st in gl.static_range(STAGES):  # K tiles 0 .. STAGES - 1, V tiles 0 .. STAGES - 2
-        _issue_tile(k_desc, k_smem, k_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
-        if st < STAGES - 1:
-            _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
-
-    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=rows_s)
-    l_i = gl.zeros([BLOCK_M], gl.float32, layout=rows_s)
-    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
-    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+    offs_m, row_ok, seg_start_m = _query_rows(seg_start_ptr, row0, total, ROWS, rows_s)
+    m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=rows_s)
+    l_i = gl.zeros([ROWS], gl.float32, layout=rows_s)
+    acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+    s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
 
     # First tile: S and its softmax (O is still 0, nothing to rescale).
     mbarrier.wait(q_bar, 0)
@@ -227,6 +245,8 @@ def _attn_fwd_hopper_kernel(
     s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
                       is_async=True)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+    if WS:
+        mbarrier.arrive(k_empty.index(0))
     if (lo < full_lo) | (lo >= full_hi):
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, True,
                                            BLOCK_N, s_layout)
@@ -240,29 +260,24 @@ def _attn_fwd_hopper_kernel(
     # at the join (SASS, 2026-12-03: the softmax then ran after P V, not beside it).
     for n in range(lo + 1, full_lo):
         acc, p_op, m_i, l_i = _fwd_step(
-            acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
-            s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, True, BLOCK_N, STAGES,
-            s_layout, o_layout, p_layout)
+            acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
+            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, True, WS,
+            BLOCK_N, STAGES, s_layout, o_layout, p_layout)
     for n in range(gl.maximum(lo + 1, full_lo), full_hi):
         acc, p_op, m_i, l_i = _fwd_step(
-            acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
-            s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, False, BLOCK_N, STAGES,
-            s_layout, o_layout, p_layout)
+            acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
+            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, False, WS,
+            BLOCK_N, STAGES, s_layout, o_layout, p_layout)
     for n in range(gl.maximum(lo + 1, full_hi), hi):
         acc, p_op, m_i, l_i = _fwd_step(
-            acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
-            s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, True, BLOCK_N, STAGES,
-            s_layout, o_layout, p_layout)
+            acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
+            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, True, WS,
+            BLOCK_N, STAGES, s_layout, o_layout, p_layout)
 
     last = (hi - 1 - lo) % STAGES
     mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
     acc = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
-
-    mbarrier.invalidate(q_bar)
-    for st in gl.static_range(STAGES):
-        mbarrier.invalidate(k_bars.index(st))
-        mbarrier.invalidate(v_bars.index(st))
 
     l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
     o = acc / gl.expand_dims(l_o, 1)
@@ -270,8 +285,109 @@ def _attn_fwd_hopper_kernel(
     # Q's slot holds the O tile for the TMA store (same shape, dtype and layout).
     q_smem.store(o.to(gl.bfloat16))
     fence_async_shared()
-    tma_store(o_desc, [start_m, head * HEAD_DIM], q_smem)
+    tma_store(o_desc, [row0, head * HEAD_DIM], q_smem)
     tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _attn_fwd_hopper_kernel(
+    q_desc, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, order_ptr, stride_lh, total, c,
+    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr,
+):
+    """Grid (Hq, query tiles in launch order). q/k/v/o descriptors over [T, H * D] views."""
+    head, kv_col, start_m, lo, full_lo, full_hi, hi = _query_program(
+        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N)
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    k_smem, v_smem, k_bars, v_bars = _kv_ring(k_desc, v_desc, STAGES)
+    fence_async_shared()
+
+    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+    tma_load(q_desc, [start_m, head * HEAD_DIM], q_bar, q_smem)
+    for st in gl.static_range(STAGES):  # K tiles 0 .. STAGES - 1, V tiles 0 .. STAGES - 2
+        _issue_tile(k_desc, k_smem, k_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
+        if st < STAGES - 1:
+            _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
+    _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_bars, v_bars, k_desc, v_desc,
+              o_desc, lse_ptr, seg_start_ptr, stride_lh, total, c, head, kv_col, start_m, lo,
+              full_lo, full_hi, hi, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, num_warps, False)
+
+
+# Warp-specialized forward (FLAMIA_GLUON_FWD=128,128,8,S,ws): the 128 query rows of a tile are
+# two partitions of one warpgroup each (the default partition and a 4-warp worker), and a 1-warp
+# worker issues every TMA load. The consumers no longer meet at a CTA barrier before each refill
+# (23% of the stall samples of the plain kernel, bench/results/ncu_gluon_fwd_20261203_H200.txt):
+# each releases a ring slot by an mbarrier arrival once its MMAs have read it (slot-empty
+# barriers of count 2), and the two warpgroups drift out of phase, so that one's softmax runs
+# while the other's MMAs do. Same function as the plain kernel: every row sees the same MMAs and
+# the same softmax steps, so O and lse2 are the same bits.
+WS_CONSUMER_REGS = 232  # setmaxnreg of the 4-warp consumer worker (the producer keeps 40)
+WS_PRODUCER_REGS = 40
+
+
+@gluon.jit
+def _fwd_ws_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
+                     k_empty, v_empty, head, kv_col, start_m, lo, hi, HEAD_DIM: gl.constexpr,
+                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+    """The TMA producer warp: both halves of the Q tile, then K_n and V_n into slot
+    (n - lo) % STAGES once both consumers have released the tile that was there."""
+    for h in gl.static_range(2):
+        mbarrier.expect(q_bars.index(h), q_desc.block_type.nbytes)
+        tma_load(q_desc, [start_m + h * q_desc.block_type.shape[0], head * HEAD_DIM],
+                 q_bars.index(h), q_smem.index(h))
+    for n in range(lo, hi):
+        i = n - lo
+        slot = i % STAGES
+        # A fresh mbarrier counts as having completed the phase before its first, so the first
+        # round's waits (parity 1) pass at once.
+        phase = ((i // STAGES) & 1) ^ 1
+        mbarrier.wait(k_empty.index(slot), phase)
+        mbarrier.expect(k_bars.index(slot), k_desc.block_type.nbytes)
+        tma_load(k_desc, [n * BLOCK_N, kv_col], k_bars.index(slot), k_smem.index(slot))
+        mbarrier.wait(v_empty.index(slot), phase)
+        mbarrier.expect(v_bars.index(slot), v_desc.block_type.nbytes)
+        tma_load(v_desc, [n * BLOCK_N, kv_col], v_bars.index(slot), v_smem.index(slot))
+
+
+@gluon.jit
+def _attn_fwd_hopper_ws_kernel(
+    q_desc, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, order_ptr, stride_lh, total, c,
+    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """Grid (Hq, 128-row query tiles in launch order); num_warps = 4 (the default partition);
+    q/o descriptors with 64-row blocks (one per consumer), k/v with BLOCK_N rows."""
+    HALF: gl.constexpr = q_desc.block_type.shape[0]
+    head, kv_col, start_m, lo, full_lo, full_hi, hi = _query_program(
+        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF, BLOCK_N)
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape,
+                                       q_desc.layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for h in gl.static_range(2):
+        mbarrier.init(q_bars.index(h), count=1)
+    for st in gl.static_range(STAGES):
+        mbarrier.init(k_empty.index(st), count=2)
+        mbarrier.init(v_empty.index(st), count=2)
+    k_smem, v_smem, k_bars, v_bars = _kv_ring(k_desc, v_desc, STAGES)
+    fence_async_shared()
+    gl.warp_specialize([
+        (_fwd_rows, (q_smem.index(0), q_bars.index(0), k_smem, v_smem, k_bars, v_bars, k_empty,
+                     v_empty, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, stride_lh, total,
+                     c, head, kv_col, start_m, lo, full_lo, full_hi, hi, HALF, BLOCK_N,
+                     HEAD_DIM, STAGES, 4, True)),
+        (_fwd_rows, (q_smem.index(1), q_bars.index(1), k_smem, v_smem, k_bars, v_bars, k_empty,
+                     v_empty, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, stride_lh, total,
+                     c, head, kv_col, start_m + HALF, lo, full_lo, full_hi, hi, HALF, BLOCK_N,
+                     HEAD_DIM, STAGES, 4, True)),
+        (_fwd_ws_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars,
+                            v_bars, k_empty, v_empty, head, kv_col, start_m, lo, hi, HEAD_DIM,
+                            BLOCK_N, STAGES)),
+    ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
 # ------------------------------------------------------------------------------------------
@@ -337,8 +453,9 @@ def _attn_bwd_dq_hopper_kernel(
     ds_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
 
-    head, kv_col, start_m, offs_m, row_ok, seg_start_m, lo, full_lo, full_hi, hi = _query_tile(
-        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N, rows_s)
+    head, kv_col, start_m, lo, full_lo, full_hi, hi = _query_program(
+        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N)
+    offs_m, row_ok, seg_start_m = _query_rows(seg_start_ptr, start_m, total, BLOCK_M, rows_s)
     lse = gl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
     delta = gl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
@@ -696,6 +813,15 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse):
     assert lse.shape == (hq, total) and lse.stride(1) == 1, "lse: [Hq, T], unit stride along T"
     block_m, block_n, warps, stages = config()
     grid = (hq, order_fwd.numel())
+    if warp_specialized():
+        half = block_m // 2
+        _attn_fwd_hopper_ws_kernel[grid](
+            _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
+            _rows_view(o, half), lse, seg_start, order_fwd, lse.stride(0), total,
+            softmax_scale * LOG2E, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n,
+            STAGES=stages, CONSUMER_REGS=WS_CONSUMER_REGS, PRODUCER_REGS=WS_PRODUCER_REGS,
+            num_warps=4)
+        return o, lse
     _attn_fwd_hopper_kernel[grid](
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
         _rows_view(o, block_m), lse, seg_start, order_fwd, lse.stride(0), total,
