@@ -36,10 +36,10 @@ def compile_fwd(config: str, d: int = 128, hq: int = 16, hkv: int = 16):
     """The compiled forward for FLAMIA_GLUON_FWD=config."""
     with mock.patch.dict(os.environ, {"FLAMIA_GLUON_FWD": config}):
         m, n, w, st = H.config()
-        ws = H.warp_specialized()
-    if ws:  # 64-row Q/O blocks, num_warps = 4 (the default partition)
+        mode = H.fwd_mode()
+    if mode:  # 64-row Q/O blocks, num_warps = 4 (the default partition)
         return _compile(H._attn_fwd_hopper_ws_kernel, ("q", "o"), ("k", "v"), (m // 2, n, 4, st),
-                        d, hq, hkv, CONSUMER_REGS=H.WS_CONSUMER_REGS,
+                        d, hq, hkv, PINGPONG=mode == "pingpong", CONSUMER_REGS=H.WS_CONSUMER_REGS,
                         PRODUCER_REGS=H.WS_PRODUCER_REGS, drop=("BLOCK_M", ))
     return _compile(H._attn_fwd_hopper_kernel, ("q", "o"), ("k", "v"), (m, n, w, st), d, hq, hkv)
 

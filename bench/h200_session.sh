@@ -117,7 +117,7 @@ gluon)  # the Gluon BF16 kernels (default on Hopper): GPU tests, then a quick be
 ws)  # the warp-specialized Gluon forward: forward variants first (a hang ends at its timeout),
      # then the GPU tests of the Gluon kernels, then a quick fwd+bwd benchmark with it
   FLAMIA_AUTOTUNE=8x3,4x3 step "fwd variants" 150 python -m bench.gluon_variants \
-    --configs ${FWD_CONFIGS:-128,128,8,2 128,128,8,2,ws 128,128,8,3,ws} > $OUT/fwd_variants.txt 2>&1
+    --configs ${FWD_CONFIGS:-128,128,8,2 128,128,8,2,ws 128,128,8,2,pingpong 128,128,8,3,pingpong} > $OUT/fwd_variants.txt 2>&1
   grep -vE "Warn|warn" $OUT/fwd_variants.txt | tail -14
   FLAMIA_AUTOTUNE=0 step "gpu tests" 200 python -m pytest -q -p no:cacheprovider \
     tests/test_kernels_hopper.py > $OUT/gpu_tests.log 2>&1

@@ -76,9 +76,11 @@ def test_gluon_forward_config_is_checked(monkeypatch):
     assert H.config() == H.DEFAULT_CONFIG
     monkeypatch.setenv("FLAMIA_GLUON_FWD", "64,64,4,2")
     assert H.config() == (64, 64, 4, 2)
-    assert not H.warp_specialized()
+    assert H.fwd_mode() == H.DEFAULT_MODE
     monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,3,ws")
-    assert H.config() == (128, 128, 8, 3) and H.warp_specialized()
+    assert H.config() == (128, 128, 8, 3) and H.fwd_mode() == "ws"
+    monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,2,pingpong")
+    assert H.config() == (128, 128, 8, 2) and H.fwd_mode() == "pingpong"
     for bad in ("128,128,4,2", "128,32,8,2", "128,128,8,1", "128x128", "64,64,4,2,ws",
                 "128,128,8,2,wss"):
         monkeypatch.setenv("FLAMIA_GLUON_FWD", bad)
@@ -117,18 +119,19 @@ def test_gluon_forward_matches_triton_forward(lengths, hq, hkv, d, monkeypatch):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("mode,stages", [("ws", 2), ("ws", 3), ("pingpong", 2)])
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128)])
-def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, stages, poisoned,
-                                                       monkeypatch):
-    """FLAMIA_GLUON_FWD=128,128,8,S,ws: the same MMAs and softmax steps for every row as the
-    plain Gluon forward (only who issues the loads and when slots are released differ), so O and
-    lse2 are the same bits; every element written (poisoned outputs)."""
+def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, mode, stages,
+                                                       poisoned, monkeypatch):
+    """FLAMIA_GLUON_FWD=128,128,8,S,ws|pingpong: the same MMAs and softmax steps for every row
+    as the plain Gluon forward (only who issues the loads, when slots are released and in which
+    order the warpgroups issue their MMAs differ), so O and lse2 are the same bits; every
+    element written (poisoned outputs)."""
     cu = _cu(lengths, "cuda")
     q, k, v, _ = rand_qkvdo(sum(lengths), hq, hkv, d, seed=7, device="cuda")
     monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
     outs = {}
-    for setting in ("128,128,8,2", f"128,128,8,{stages},ws"):
+    for setting in ("128,128,8,2", f"128,128,8,{stages},{mode}"):
         monkeypatch.setenv("FLAMIA_GLUON_FWD", setting)
         plan = flamia.ops.batch_plan(cu, q.shape[0], d)
         outs[setting] = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
@@ -228,7 +231,8 @@ def test_fused_dq_at_scale(kernel, monkeypatch):
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("dq_mode,fwd", [("separate", "128,128,8,2"), ("fused", "128,128,8,2"),
-                                         ("separate", "128,128,8,2,ws")])
+                                         ("separate", "128,128,8,2,ws"),
+                                         ("separate", "128,128,8,2,pingpong")])
 def test_gluon_kernels_do_not_leak(dq_mode, fwd, gluon_kernels, monkeypatch):
     monkeypatch.setenv("FLAMIA_DQ", dq_mode)
     monkeypatch.setenv("FLAMIA_GLUON_FWD", fwd)

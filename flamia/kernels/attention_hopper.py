@@ -60,29 +60,32 @@ LOG2E = 1.4426950408889634
 # on 8 warps with 2 K/V slots, the fastest of bench/gluon_variants.py's sweep on the H200 (3 slots,
 # 224 KB of shared memory at D = 128, and 64 x 64 on 4 warps were not faster).
 # FLAMIA_GLUON_FWD="M,N,W,S" overrides it; "M,N,W,S,ws" runs the warp-specialized forward
-# (_attn_fwd_hopper_ws_kernel: W / 4 consumer warpgroups, each its own partition, and a TMA
-# producer warp; M = 128, W = 8 only).
+# (_attn_fwd_hopper_ws_kernel: two consumer warpgroups, each its own partition, and a TMA
+# producer warp; M = 128, W = 8 only), "M,N,W,S,pingpong" the same with the two warpgroups
+# taking turns to issue their MMAs.
+FWD_MODES = ("ws", "pingpong")
 DEFAULT_CONFIG = (128, 128, 8, 2)
+DEFAULT_MODE = ""
 
 
-def _fwd_setting() -> tuple[tuple[int, int, int, int], bool]:
+def _fwd_setting() -> tuple[tuple[int, int, int, int], str]:
     text = os.environ.get("FLAMIA_GLUON_FWD")
     if not text:
-        return DEFAULT_CONFIG, False
+        return DEFAULT_CONFIG, DEFAULT_MODE
     fields = text.split(",")
-    ws = len(fields) == 5 and fields[4] == "ws"
+    mode = fields[4] if len(fields) == 5 and fields[4] in FWD_MODES else ""
     try:
-        m, n, w, st = (int(x) for x in (fields[:4] if ws else fields))
+        m, n, w, st = (int(x) for x in (fields[:4] if mode else fields))
     except ValueError:
-        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}; accepted: M,N,W,S[,ws] e.g. 128,128,8,2 "
-                         "or 128,128,8,2,ws") from None
+        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}; accepted: M,N,W,S[,ws|,pingpong] e.g. "
+                         "128,128,8,2 or 128,128,8,2,ws") from None
     if m != 16 * w or m not in (64, 128) or n not in (64, 128) or st < 2:
         raise ValueError(f"FLAMIA_GLUON_FWD={text!r}: needs M = 16 * W, M and N in (64, 128), "
                          "S >= 2")
-    if ws and m != 128:
-        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}: the warp-specialized forward needs M = 128 "
-                         "(two consumer warpgroups of 64 rows)")
-    return (m, n, w, st), ws
+    if mode and (m, w) != (128, 8):
+        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}: the warp-specialized forward needs M = 128, "
+                         "W = 8 (two consumer warpgroups of 64 rows)")
+    return (m, n, w, st), mode
 
 
 def config() -> tuple[int, int, int, int]:
@@ -91,8 +94,9 @@ def config() -> tuple[int, int, int, int]:
     return _fwd_setting()[0]
 
 
-def warp_specialized() -> bool:
-    """Whether the forward runs as _attn_fwd_hopper_ws_kernel (FLAMIA_GLUON_FWD=...,ws)."""
+def fwd_mode() -> str:
+    """"" (the plain forward), "ws" or "pingpong" (_attn_fwd_hopper_ws_kernel without / with
+    turns), from FLAMIA_GLUON_FWD's fifth field."""
     return _fwd_setting()[1]
 
 
@@ -169,14 +173,35 @@ def _kv_ring(k_desc, v_desc, STAGES: gl.constexpr):
 
 
 @gluon.jit
+def _mma_turn(anchor, TURN: gl.constexpr, ARRIVE: gl.constexpr):
+    """Ping-pong of the two consumer warpgroups of the warp-specialized forward (TURN 1 or 2;
+    0: no turns), as FlashAttention-3 schedules them: a warpgroup waits for its turn (bar.sync
+    on its hardware barrier, 8 or 9, with 256 threads: completed by the other warpgroup's
+    bar.arrive) before issuing its MMAs and hands the turn over (bar.arrive on the other's)
+    once they are issued, so that one warpgroup's softmax runs while the other's MMAs do.
+    Barriers 8 and 9: Gluon's partitions use the lowest ids. anchor: any int32 scalar (the asm
+    statement needs an operand)."""
+    if TURN != 0:
+        if ARRIVE:
+            gl.inline_asm_elementwise("bar.arrive $1, 256; mov.u32 $0, 0;", "=r,r",
+                                      [anchor * 0 + (10 - TURN)], dtype=gl.int32, is_pure=False,
+                                      pack=1)
+        else:
+            gl.inline_asm_elementwise("bar.sync $1, 256; mov.u32 $0, 0;", "=r,r",
+                                      [anchor * 0 + (7 + TURN)], dtype=gl.int32, is_pure=False,
+                                      pack=1)
+
+
+@gluon.jit
 def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
               k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col,
-              MASKED: gl.constexpr, WS: gl.constexpr, BLOCK_N: gl.constexpr,
+              MASKED: gl.constexpr, WS: gl.constexpr, TURN: gl.constexpr, BLOCK_N: gl.constexpr,
               STAGES: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
               p_layout: gl.constexpr):
     """Step n (> lo): S_n = Q K_n^T and O += P_{n-1} V_{n-1} issued together; the softmax of S_n
     runs while the tensor cores finish P_{n-1} V_{n-1}; then O is rescaled for step n. WS: a
-    producer warp refills the ring; this warpgroup only releases the slots it has read."""
+    producer warp refills the ring; this warpgroup only releases the slots it has read. TURN:
+    see _mma_turn."""
     i = n - lo
     slot = i % STAGES
     prev = (i - 1) % STAGES
@@ -191,10 +216,12 @@ def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_emp
         _issue_tile(v_desc, v_smem, v_bars, n - 2 + STAGES, i - 2 + STAGES, hi, kv_col, BLOCK_N,
                     STAGES)
     mbarrier.wait(k_bars.index(slot), (i // STAGES) & 1)
+    mbarrier.wait(v_bars.index(prev), ((i - 1) // STAGES) & 1)
+    _mma_turn(n, TURN, False)
     s = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
                       is_async=True)
-    mbarrier.wait(v_bars.index(prev), ((i - 1) // STAGES) & 1)
     acc = warpgroup_mma(p_op, v_smem.index(prev), acc, is_async=True)
+    _mma_turn(n, TURN, True)
     # Wait for S_n only (MMA groups complete in order); P_{n-1} V_{n-1} keeps running.
     s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
     if WS:
@@ -221,11 +248,12 @@ def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k
               o_desc, lse_ptr, seg_start_ptr, stride_lh, total, c, head, kv_col, row0, lo,
               full_lo, full_hi, hi, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
               HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, WARPS: gl.constexpr,
-              WS: gl.constexpr):
+              WS: gl.constexpr, TURN: gl.constexpr):
     """The forward of query rows row0 .. row0 + ROWS - 1 of ``head`` (WARPS / 4 warpgroups of
     64 rows) over key tiles lo .. hi - 1 of the ring (Q in q_smem once q_bar completes): O by TMA
     store through q_smem, lse2 to lse_ptr. WS: one partition of the warp-specialized forward
-    (the producer fills the ring; the slots are released through k_empty / v_empty)."""
+    (the producer fills the ring; the slots are released through k_empty / v_empty), TURN its
+    place in the ping-pong (_mma_turn; 0: none)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -242,8 +270,12 @@ def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k
     # First tile: S and its softmax (O is still 0, nothing to rescale).
     mbarrier.wait(q_bar, 0)
     mbarrier.wait(k_bars.index(0), 0)
+    if TURN == 2:  # warpgroup 0 goes first: warpgroup 1 hands it the first turn
+        _mma_turn(lo, TURN, True)
+    _mma_turn(lo, TURN, False)
     s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
                       is_async=True)
+    _mma_turn(lo, TURN, True)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
     if WS:
         mbarrier.arrive(k_empty.index(0))
@@ -261,22 +293,25 @@ def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k
     for n in range(lo + 1, full_lo):
         acc, p_op, m_i, l_i = _fwd_step(
             acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
-            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, True, WS,
+            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, True, WS, TURN,
             BLOCK_N, STAGES, s_layout, o_layout, p_layout)
     for n in range(gl.maximum(lo + 1, full_lo), full_hi):
         acc, p_op, m_i, l_i = _fwd_step(
             acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
-            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, False, WS,
+            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, False, WS, TURN,
             BLOCK_N, STAGES, s_layout, o_layout, p_layout)
     for n in range(gl.maximum(lo + 1, full_hi), hi):
         acc, p_op, m_i, l_i = _fwd_step(
             acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
-            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, True, WS,
+            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, True, WS, TURN,
             BLOCK_N, STAGES, s_layout, o_layout, p_layout)
 
     last = (hi - 1 - lo) % STAGES
     mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
+    _mma_turn(hi, TURN, False)
     acc = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)
+    if TURN == 1:  # warpgroup 0's last hand-over; warpgroup 1's would have no taker
+        _mma_turn(hi, TURN, True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
 
     l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
@@ -312,7 +347,7 @@ def _attn_fwd_hopper_kernel(
             _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
     _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_bars, v_bars, k_desc, v_desc,
               o_desc, lse_ptr, seg_start_ptr, stride_lh, total, c, head, kv_col, start_m, lo,
-              full_lo, full_hi, hi, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, num_warps, False)
+              full_lo, full_hi, hi, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, num_warps, False, 0)
 
 
 # Warp-specialized forward (FLAMIA_GLUON_FWD=128,128,8,S,ws): the 128 query rows of a tile are
@@ -355,8 +390,8 @@ def _fwd_ws_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_b
 def _attn_fwd_hopper_ws_kernel(
     q_desc, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, order_ptr, stride_lh, total, c,
     H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-    STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-    num_warps: gl.constexpr,
+    STAGES: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+    PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
 ):
     """Grid (Hq, 128-row query tiles in launch order); num_warps = 4 (the default partition);
     q/o descriptors with 64-row blocks (one per consumer), k/v with BLOCK_N rows."""
@@ -379,11 +414,11 @@ def _attn_fwd_hopper_ws_kernel(
         (_fwd_rows, (q_smem.index(0), q_bars.index(0), k_smem, v_smem, k_bars, v_bars, k_empty,
                      v_empty, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, stride_lh, total,
                      c, head, kv_col, start_m, lo, full_lo, full_hi, hi, HALF, BLOCK_N,
-                     HEAD_DIM, STAGES, 4, True)),
+                     HEAD_DIM, STAGES, 4, True, 1 if PINGPONG else 0)),
         (_fwd_rows, (q_smem.index(1), q_bars.index(1), k_smem, v_smem, k_bars, v_bars, k_empty,
                      v_empty, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, stride_lh, total,
                      c, head, kv_col, start_m + HALF, lo, full_lo, full_hi, hi, HALF, BLOCK_N,
-                     HEAD_DIM, STAGES, 4, True)),
+                     HEAD_DIM, STAGES, 4, True, 2 if PINGPONG else 0)),
         (_fwd_ws_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars,
                             v_bars, k_empty, v_empty, head, kv_col, start_m, lo, hi, HEAD_DIM,
                             BLOCK_N, STAGES)),
@@ -813,13 +848,14 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse):
     assert lse.shape == (hq, total) and lse.stride(1) == 1, "lse: [Hq, T], unit stride along T"
     block_m, block_n, warps, stages = config()
     grid = (hq, order_fwd.numel())
-    if warp_specialized():
+    mode = fwd_mode()
+    if mode:
         half = block_m // 2
         _attn_fwd_hopper_ws_kernel[grid](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
             _rows_view(o, half), lse, seg_start, order_fwd, lse.stride(0), total,
             softmax_scale * LOG2E, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n,
-            STAGES=stages, CONSUMER_REGS=WS_CONSUMER_REGS, PRODUCER_REGS=WS_PRODUCER_REGS,
+            STAGES=stages, PINGPONG=mode == "pingpong", CONSUMER_REGS=WS_CONSUMER_REGS, PRODUCER_REGS=WS_PRODUCER_REGS,
             num_warps=4)
         return o, lse
     _attn_fwd_hopper_kernel[grid](
