@@ -122,6 +122,10 @@ ws)  # the warp-specialized Gluon forward: forward variants first (a hang ends a
   FLAMIA_AUTOTUNE=0 step "gpu tests" 200 python -m pytest -q -p no:cacheprovider \
     tests/test_kernels_hopper.py > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
+  FLAMIA_GLUON_FWD=${WS_BENCH:-128,128,8,2,pingpong} FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 240 \
+    python -m bench.attention --quick --profile --dists lognormal_1k one_doc u32_1024 \
+    --providers flamia-bf16 cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*_attn_|^###|Error" $OUT/bench.log | tail -30
   ;;
 dkdv)  # the Gluon dK/dV kernel: GPU tests of the Gluon kernels, then its variants alone;
        # the fused-dQ variants that once hung (2026-12-04) run last, one workload per process
