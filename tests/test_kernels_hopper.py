@@ -73,10 +73,9 @@ def test_gluon_kernel_refusal(monkeypatch):
 def test_gluon_forward_config_is_checked(monkeypatch):
     """FLAMIA_GLUON_FWD (tile sweeps) is parsed and checked before anything is compiled."""
     from flamia.kernels import attention_hopper as H
-    assert H.config() == H.DEFAULT_CONFIG
+    assert H.config() == H.DEFAULT_CONFIG and H.fwd_mode() == H.DEFAULT_MODE == "ws"
     monkeypatch.setenv("FLAMIA_GLUON_FWD", "64,64,4,2")
-    assert H.config() == (64, 64, 4, 2)
-    assert H.fwd_mode() == H.DEFAULT_MODE
+    assert H.config() == (64, 64, 4, 2) and H.fwd_mode() == ""  # four fields: the plain kernel
     monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,3,ws")
     assert H.config() == (128, 128, 8, 3) and H.fwd_mode() == "ws"
     monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,2,pingpong")

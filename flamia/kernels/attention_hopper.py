@@ -1,40 +1,44 @@
-"""Hopper (sm_90) BF16 forward and dQ kernels written in Gluon, triton's lower-level dialect.
+"""Hopper (sm_90) BF16 forward, dQ and dK/dV kernels written in Gluon, triton's lower-level dialect.
+
+The forward (FLAMIA_FWD_KERNEL) is the same function as the triton forward of
+kernels/attention.py (same key tiles visited, same masking, same softmax convention and outputs;
+128-wide key tiles instead of 64, so P is rounded to bf16 against other running maxima: O agrees
+to ~1e-5 relative), built the way FlashAttention-3 builds its forward:
+
+- warp specialization (_attn_fwd_hopper_ws_kernel, the default): the 128 query rows of a tile
+  are two consumer warpgroups, each its own partition, and one producer warp issues every TMA
+  load; a consumer releases a ring slot by an mbarrier arrival once its MMAs have read it, so
+  the two warpgroups never meet at a CTA barrier and drift out of phase (one's softmax beside
+  the other's MMAs). H200 (bench/results/fwd_variants_20261204_H200.txt): one document 2.12 vs
+  2.47 ms for the plain kernel, lognormal 1k 0.78-0.81 vs 0.85, U(32, 1024) 0.38-0.40 vs 0.42;
+  the same bits as the plain kernel. Optional ping-pong turns between the warpgroups
+  (FlashAttention-3's schedule, FLAMIA_GLUON_FWD=128,128,8,2,pingpong) measured no faster;
+- the plain kernel (_attn_fwd_hopper_kernel, FLAMIA_GLUON_FWD=M,N,W,S): 8 warps, the ring refilled
+  by the warpgroups themselves after a CTA barrier (both warpgroups read each slot, and a
+  warpgroup_mma_wait only covers the MMAs of the warpgroup that waits); Nsight Compute put 23%
+  of its stalls there (bench/results/ncu_gluon_fwd_20261203_H200.txt);
+- in both, asynchronous warpgroup MMAs: step n issues S_n = Q K_n^T and O += P_{n-1} V_{n-1}
+  together and waits for S_n only, so that the softmax of S_n can run while the tensor cores
+  compute P_{n-1} V_{n-1}. In the SASS, ptxas puts the wait for P V right after the row maximum,
+  so the exponentials run after it (bench/gluon_report.py counts them); forcing them before the
+  wait measured slower (see _fwd_step);
+- K and V tiles by TMA into a ring of shared-memory slots with one mbarrier per slot and operand
+  (S_n can start before V_n has arrived); no branch inside a pipelined step (masked and unmasked
+  key tiles run in separate loops); O written by one TMA store that clips rows past the last token.
 
 The dQ kernel (_attn_bwd_dq_hopper_kernel, FLAMIA_DQ_KERNEL) computes what the triton dQ kernel
 computes, on the same tiles: K/V by TMA into a ring, S = Q K^T and dP = dO V^T issued together,
 P computed while dP runs, dQ += dS K; H200: 0.96 vs 1.05 ms on lognormal 1k, 0.45 vs 0.54 on
 U(32, 1024), 2.90 vs 2.92 on one document (bench/results/attention_20261203-2102_NVIDIA_H200.md).
 
-The forward (_attn_fwd_hopper_kernel, FLAMIA_FWD_KERNEL) is the same function
-as the triton forward of kernels/attention.py (same key tiles visited, same masking, same softmax
-convention and outputs; 128-wide key tiles instead of 64, so P is rounded to bf16 against other
-running maxima: O agrees to ~1e-5 relative), built the way FlashAttention-3 builds its forward:
+The dK/dV kernel (_attn_bwd_dkdv_hopper_kernel, FLAMIA_DKDV_KERNEL=gluon, opt-in: not faster
+than the triton kernel, bench/results/dkdv_variants_20261204_H200.txt) computes the triton dK/dV
+kernel's function on its tiles; with FLAMIA_DQ=fused it also adds dQ in key-tile order.
 
-- asynchronous warpgroup MMAs: step n issues S_n = Q K_n^T and O += P_{n-1} V_{n-1} together and
-  waits for S_n only, so that the softmax of S_n can run while the tensor cores compute
-  P_{n-1} V_{n-1} (intra-warpgroup pipelining). In the SASS, ptxas puts the wait for P V right
-  after the row maximum, so the exponentials run after it (bench/gluon_report.py counts them);
-  forcing them before the wait measured slower (see _fwd_step);
-- K and V tiles brought by TMA into a ring of shared-memory slots with one mbarrier per slot and
-  operand (S_n can start before V_n has arrived), refilled at the start of each step;
-- no branch inside a pipelined step (masked and unmasked key tiles run in separate loops);
-- O written by one TMA store that clips the rows past the last token.
-
-Measured on the H200 (python -m bench.gluon_variants, bench/results/fwd_variants_20261203_H200.txt):
-forward 3-15% faster than the triton kernel (one document 2.47 vs 2.54 ms, lognormal 1k 0.85 vs
-0.95, U(32,1024) 0.42 vs 0.50); Nsight Compute puts the remaining stalls in CTA barriers (23%),
-fixed-latency dependencies (20%) and the mbarrier waits for K/V (12%)
-(bench/results/ncu_gluon_fwd_20261203_H200.txt).
-
-Both run by default on GPUs of compute capability 9.x (FLAMIA_FWD_KERNEL / FLAMIA_DQ_KERNEL =
-auto, the default, or gluon; see kernels.attention.fwd_kernel, dq_kernel). Gluon has no
-interpreter: they are tested on the GPU tier only (tests/test_kernels_hopper.py), against the
-triton kernels and float64; CI compiles both for sm_90 (tests/test_compile.py).
-
-Why a CTA barrier before each TMA load into a ring slot: both warpgroups of the program read the
-slot's K and V through their own MMAs, and a warpgroup_mma_wait only covers the MMAs of the
-warpgroup that waits; the thread that issues the TMA must know that every warpgroup is done
-(triton's shared-memory hazard analysis inserts the same barrier; it is written out here).
+The forward and dQ kernels run by default on GPUs of compute capability 9.x (FLAMIA_FWD_KERNEL /
+FLAMIA_DQ_KERNEL = auto, the default, or gluon; see kernels.attention.fwd_kernel, dq_kernel).
+Gluon has no interpreter: they are tested on the GPU tier only (tests/test_kernels_hopper.py),
+against the triton kernels and float64; CI compiles them for sm_90 (tests/test_compile.py).
 """
 
 from __future__ import annotations
@@ -59,13 +63,15 @@ LOG2E = 1.4426950408889634
 # query rows, the layout's rule (warps_per_cta [warps, 1], 16 rows per warp). Default: 128 x 128
 # on 8 warps with 2 K/V slots, the fastest of bench/gluon_variants.py's sweep on the H200 (3 slots,
 # 224 KB of shared memory at D = 128, and 64 x 64 on 4 warps were not faster).
-# FLAMIA_GLUON_FWD="M,N,W,S" overrides it; "M,N,W,S,ws" runs the warp-specialized forward
+# FLAMIA_GLUON_FWD="M,N,W,S" overrides it with the plain kernel; "M,N,W,S,ws" runs the warp-specialized forward
 # (_attn_fwd_hopper_ws_kernel: two consumer warpgroups, each its own partition, and a TMA
 # producer warp; M = 128, W = 8 only), "M,N,W,S,pingpong" the same with the two warpgroups
 # taking turns to issue their MMAs.
 FWD_MODES = ("ws", "pingpong")
 DEFAULT_CONFIG = (128, 128, 8, 2)
-DEFAULT_MODE = ""
+# Default mode: warp-specialized ("ws"), 4-14% faster than the plain kernel on the H200 and the
+# same bits (bench/results/fwd_variants_20261204_H200.txt); ping-pong turns were not faster.
+DEFAULT_MODE = "ws"
 
 
 def _fwd_setting() -> tuple[tuple[int, int, int, int], str]:
