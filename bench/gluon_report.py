@@ -56,7 +56,13 @@ def compile_dkdv(pipeline: str | None = None, d: int = 128, hq: int = 16, hkv: i
     FLAMIA_GLUON_DKDV=pipeline (None: the default); fuse_dq: 0 (dQ kernel), 1 (dQ added in
     key-tile order), 2 (dQ added unordered)."""
     with mock.patch.dict(os.environ, {"FLAMIA_GLUON_DKDV": pipeline or ""}):
-        stages, defer, _ = H.dkdv_pipeline()
+        stages, defer, _, ws = H.dkdv_pipeline()
+    if ws:  # 64-key K/V/dK/dV blocks, num_warps = 4 (the default partition)
+        m, n, _ = H.DKDV_CONFIG[:3]
+        return _compile(H._attn_bwd_dkdv_hopper_ws_kernel, ("q", "do"), ("k", "v", "dk", "dv"),
+                        (m, n // 2, 4, stages), d, hq, hkv, drop=("BLOCK_N", ),
+                        CONSUMER_REGS=H.DKDV_WS_CONSUMER_REGS,
+                        PRODUCER_REGS=H.DKDV_WS_PRODUCER_REGS)
     return _compile(H._attn_bwd_dkdv_hopper_kernel, ("q", "do"), ("k", "v", "dk", "dv"),
                     H.DKDV_CONFIG[:3] + (stages, ), d, hq, hkv, DEFER=defer,
                     FUSE_DQ=fuse_dq > 0, ORDERED=fuse_dq == 1)
@@ -129,7 +135,7 @@ def main(argv=None):
     for name, compiled in [(f"fwd {c}", compile_fwd(c, args.d)) for c in args.configs] + [
             (f"dq {dq}", compile_dq(args.d))] + [
             (f"dkdv {dkdv} {p or 'default'} fuse_dq={f}", compile_dkdv(p, args.d, fuse_dq=f))
-            for p in args.dkdv for f in args.fuse_dq]:
+            for p in args.dkdv for f in args.fuse_dq if not (p.endswith("ws") and f)]:
         print(f"gluon {name}: shared {compiled.metadata.shared} B, "
               f"{registers_and_spills(compiled.asm['ptx'])}")
         lines = sass_lines(compiled.asm["cubin"])

@@ -5,7 +5,7 @@ workloads, in one process on the GPU:
     python -m bench.gluon_variants --kernel dkdv [--configs 2,0 3,1]
 
 --kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S. --kernel dkdv: the dK/dV
-kernel, configs FLAMIA_GLUON_DKDV=S,D, or S,D,fused (FLAMIA_DQ=fused: dQ added by the dK/dV
+kernel, configs FLAMIA_GLUON_DKDV=S,D, or S,D,ws (the warp-specialized kernel), or S,D,fused (FLAMIA_DQ=fused: dQ added by the dK/dV
 kernel in key-tile order) or S,D,unordered (the same in any order), or triton,fused (the triton
 dK/dV kernel with FLAMIA_DQ=fused); timed as the whole backward call (the dQ kernel, where there
 is one, is the triton one in every variant); "kernel ms" counts the dK/dV kernel only. The first
@@ -40,6 +40,9 @@ def _dkdv_env(config: str) -> dict:
         return {"FLAMIA_DKDV_KERNEL": "triton", "FLAMIA_DQ": "fused"}
     stages, defer, *mode = config.split(",")
     mode = mode[0] if mode else "separate"
+    if mode == "ws":  # the warp-specialized kernel (dQ by the dQ kernel)
+        return {"FLAMIA_DKDV_KERNEL": "gluon", "FLAMIA_GLUON_DKDV": f"{stages},{defer},ws",
+                "FLAMIA_DQ": "separate"}
     return {"FLAMIA_DKDV_KERNEL": "gluon",
             "FLAMIA_GLUON_DKDV": f"{stages},{defer},{int(mode == 'unordered')}",
             "FLAMIA_DQ": "separate" if mode == "separate" else "fused"}

@@ -87,6 +87,22 @@ def test_gluon_forward_config_is_checked(monkeypatch):
             H.config()
 
 
+def test_gluon_dkdv_pipeline_is_checked(monkeypatch):
+    """FLAMIA_GLUON_DKDV (pipeline sweeps of the dK/dV kernel) is parsed and checked before
+    anything is compiled."""
+    from flamia.kernels import attention_hopper as H
+    monkeypatch.delenv("FLAMIA_GLUON_DKDV", raising=False)
+    assert H.dkdv_pipeline() == (H.DKDV_CONFIG[3], H.DKDV_DEFER, False, False)
+    for text, want in (("3,1", (3, True, False, False)), ("2,0,1", (2, False, True, False)),
+                       ("2,0,ws", (2, False, False, True)), ("3,0,0,ws", (3, False, False, True))):
+        monkeypatch.setenv("FLAMIA_GLUON_DKDV", text)
+        assert H.dkdv_pipeline() == want, text
+    for bad in ("2,1", "3,1,ws", "2,0,1,ws", "2,0,wss", "ws", "2"):
+        monkeypatch.setenv("FLAMIA_GLUON_DKDV", bad)
+        with pytest.raises(ValueError, match="FLAMIA_GLUON_DKDV"):
+            H.dkdv_pipeline()
+
+
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES)
@@ -137,6 +153,36 @@ def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, mode
     (o_p, lse_p), (o_w, lse_w) = outs.values()
     assert torch.isfinite(o_w).all() and torch.isfinite(lse_w).all()
     assert torch.equal(o_w, o_p) and torch.equal(lse_w, lse_p)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128)])
+def test_warp_specialized_dkdv_is_the_plain_dkdv(lengths, hq, hkv, d, stages, poisoned,
+                                                 monkeypatch):
+    """FLAMIA_GLUON_DKDV=S,0,ws: each key row sees the same MMAs and steps as in the plain
+    Gluon dK/dV kernel (only who loads the ring and how slots are released differ), so dK and
+    dV are the same bits; every element written (poisoned outputs). It does not fuse dQ: asked
+    to, it says so."""
+    cu = _cu(lengths, "cuda")
+    q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=8, device="cuda")
+    plan = flamia.ops.batch_plan(cu, q.shape[0], d)
+    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+    monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "gluon")
+    grads = {}
+    for setting in ("2,0", f"{stages},0,ws"):
+        monkeypatch.setenv("FLAMIA_GLUON_DKDV", setting)
+        grads[setting] = K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end,
+                                         plan.order_dkdv, plan.order_dq, d ** -0.5)
+    (dq_p, dk_p, dv_p), (dq_w, dk_w, dv_w) = grads.values()
+    assert torch.isfinite(dk_w).all() and torch.isfinite(dv_w).all()
+    assert torch.equal(dk_w, dk_p) and torch.equal(dv_w, dv_p) and torch.equal(dq_w, dq_p)
+    monkeypatch.setenv("FLAMIA_DQ", "fused")
+    plan = flamia.ops.batch_plan(cu, q.shape[0], d)
+    with pytest.raises(ValueError, match="does not add dQ"):
+        K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end, plan.order_dkdv,
+                        plan.order_dq, d ** -0.5)
 
 
 @pytest.mark.gpu
@@ -229,12 +275,14 @@ def test_fused_dq_at_scale(kernel, monkeypatch):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("dq_mode,fwd", [("separate", "128,128,8,2"), ("fused", "128,128,8,2"),
-                                         ("separate", "128,128,8,2,ws"),
-                                         ("separate", "128,128,8,2,pingpong")])
-def test_gluon_kernels_do_not_leak(dq_mode, fwd, gluon_kernels, monkeypatch):
+@pytest.mark.parametrize("dq_mode,fwd,dkdv", [("separate", "128,128,8,2", "2,0"),
+                                              ("fused", "128,128,8,2", "2,0"),
+                                              ("separate", "128,128,8,2,ws", "2,0,ws"),
+                                              ("separate", "128,128,8,2,pingpong", "3,0,ws")])
+def test_gluon_kernels_do_not_leak(dq_mode, fwd, dkdv, gluon_kernels, monkeypatch):
     monkeypatch.setenv("FLAMIA_DQ", dq_mode)
     monkeypatch.setenv("FLAMIA_GLUON_FWD", fwd)
+    monkeypatch.setenv("FLAMIA_GLUON_DKDV", dkdv)
     total = 4096
     cu = adversarial_cu_seqlens(total, device="cuda")
     q, k, v, do = rand_qkvdo(total, 8, 2, 128, seed=4, device="cuda")

@@ -554,23 +554,29 @@ DKDV_CONFIG = (64, 128, 8, 2)
 DKDV_DEFER = False
 
 
-def dkdv_pipeline() -> tuple[int, bool, bool]:
-    """(ring slots, DEFER, UNORDERED) of the dK/dV kernel; FLAMIA_GLUON_DKDV="S,D[,U]" overrides
-    the default (sweeps): D = 1 leaves the dV and dK MMAs running into the next step (needs
-    S >= 3); U = 1 makes the fused-dQ mode (FLAMIA_DQ=fused) add dQ in any order (run-to-run
-    noise in dQ's last bits: for measuring what the order costs, not for use)."""
+def dkdv_pipeline() -> tuple[int, bool, bool, bool]:
+    """(ring slots, DEFER, UNORDERED, WS) of the dK/dV kernel; FLAMIA_GLUON_DKDV="S,D[,U][,ws]"
+    overrides the default (sweeps): D = 1 leaves the dV and dK MMAs running into the next step
+    (needs S >= 3); U = 1 makes the fused-dQ mode (FLAMIA_DQ=fused) add dQ in any order
+    (run-to-run noise in dQ's last bits: for measuring what the order costs, not for use); ws
+    runs the warp-specialized kernel (_attn_bwd_dkdv_hopper_ws_kernel; D = U = 0, no fused dQ)."""
     text = os.environ.get("FLAMIA_GLUON_DKDV")
     if not text:
-        return DKDV_CONFIG[3], DKDV_DEFER, False
+        return DKDV_CONFIG[3], DKDV_DEFER, False, False
+    fields = text.split(",")
+    ws = fields[-1] == "ws"
     try:
-        stages, defer, *rest = (int(x) for x in text.split(","))
+        stages, defer, *rest = (int(x) for x in (fields[:-1] if ws else fields))
         unordered = rest[0] if rest else 0
         assert len(rest) <= 1
     except (ValueError, AssertionError):
-        raise ValueError(f"FLAMIA_GLUON_DKDV={text!r}; accepted: S,D[,U] e.g. 3,1") from None
+        raise ValueError(f"FLAMIA_GLUON_DKDV={text!r}; accepted: S,D[,U][,ws] e.g. 3,1 or 2,0,ws"
+                         ) from None
     if stages < 2 + defer or defer not in (0, 1) or unordered not in (0, 1):
         raise ValueError(f"FLAMIA_GLUON_DKDV={text!r}: needs D, U in (0, 1) and S >= 2 + D")
-    return stages, bool(defer), bool(unordered)
+    if ws and (defer or unordered):
+        raise ValueError(f"FLAMIA_GLUON_DKDV={text!r}: the warp-specialized kernel takes D = U = 0")
+    return stages, bool(defer), bool(unordered), ws
 
 
 @gluon.jit
@@ -627,26 +633,29 @@ def _dq_add(dq, dqa_ptr, sem_ptr, seg_start_ptr, m, head, tile, n_qtiles, total,
 @gluon.jit
 def _dkdv_step(dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
                q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c, rc, offs_n, seg_end_n, m, i, count, nq, lo, head0, head, tile,
-               n_qtiles, stride_lh, total, MASKED: gl.constexpr, HEAD_DIM: gl.constexpr,
-               H_Q: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-               STAGES: gl.constexpr, DEFER: gl.constexpr, FUSE_DQ: gl.constexpr,
-               ORDERED: gl.constexpr, s_layout: gl.constexpr, op_layout: gl.constexpr,
-               dq_layout: gl.constexpr):
+               n_qtiles, stride_lh, total, qdo_empty, MASKED: gl.constexpr,
+               HEAD_DIM: gl.constexpr, H_Q: gl.constexpr, BLOCK_M: gl.constexpr,
+               BLOCK_N: gl.constexpr, STAGES: gl.constexpr, DEFER: gl.constexpr,
+               FUSE_DQ: gl.constexpr, ORDERED: gl.constexpr, WS: gl.constexpr,
+               s_layout: gl.constexpr, op_layout: gl.constexpr, dq_layout: gl.constexpr):
     """Query tile m of query head ``head`` (the i-th pair visited): S^T = K Q^T and
     dP^T = V dO^T issued together; P^T from S^T as soon as it is done, dV += P^T dO issued while
     dP^T runs; dS^T = P^T (dP^T - delta); dK += dS^T Q. DEFER: the dV and dK MMAs are left
     running into the next step (its first wait retires them, so they overlap its S^T and dP^T
     MMAs); their register operands P^T, dS^T are carried until then. FUSE_DQ: also
     dQ += dS K_n through shared memory (dS^T stored once, read by the dQ MMA), added into the
-    fp32 dQ in memory (_dq_add), instead of a dQ kernel that recomputes S and dP."""
+    fp32 dQ in memory (_dq_add), instead of a dQ kernel that recomputes S and dP. WS: a
+    producer warp fills the ring; the slot is released (qdo_empty) once this step's MMAs are
+    done (neither DEFER nor FUSE_DQ)."""
     slot = i % STAGES
-    # Refill the ring with the pair PREFETCH steps ahead, into the slot of pair i - 1 (DEFER:
-    # i - 2), whose MMAs have been waited for by then; the barrier makes that true for both
-    # warpgroups.
-    PREFETCH: gl.constexpr = STAGES - 2 if DEFER else STAGES - 1
-    cta_barrier()
-    _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i + PREFETCH, count,
-                      nq, lo, head0, HEAD_DIM, BLOCK_M, STAGES)
+    if not WS:
+        # Refill the ring with the pair PREFETCH steps ahead, into the slot of pair i - 1
+        # (DEFER: i - 2), whose MMAs have been waited for by then; the barrier makes that true
+        # for both warpgroups.
+        PREFETCH: gl.constexpr = STAGES - 2 if DEFER else STAGES - 1
+        cta_barrier()
+        _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i + PREFETCH,
+                          count, nq, lo, head0, HEAD_DIM, BLOCK_M, STAGES)
     offs_m = m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
     row_ok = offs_m < total
     lse = gl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
@@ -698,7 +707,102 @@ def _dkdv_step(dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_b
     # the accumulators back into tensors for the loop to carry.
     dk, dv, pt_op, dst = warpgroup_mma_wait(num_outstanding=2 if DEFER else 0,
                                             deps=(dk, dv, pt_op, dst))
+    if WS:
+        mbarrier.arrive(qdo_empty.index(slot))
     return dk, dv, pt_op, dst
+
+
+@gluon.jit
+def _key_program(order_ptr, seg_end_ptr, total, H_Q: gl.constexpr, H_KV: gl.constexpr,
+                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    """The key tile this program owns (grid (Hkv, key tiles in launch order)) and the query
+    tiles that see it, as kernels.attention._attn_bwd_dkdv_kernel: [lo, full_lo) diagonal
+    (masked), [full_lo, full_hi) unmasked, [full_hi, hi) reaching past the first key's segment
+    (masked); nq of them per query head, count = G * nq (query head, tile) pairs from query head
+    head0 on. Scalars only, so that any partition can compute them."""
+    kv_head = gl.program_id(0)
+    tile = gl.load(order_ptr + gl.program_id(1))
+    start_n = tile * BLOCK_N
+    last_key = gl.minimum(start_n + BLOCK_N, total) - 1
+    lo = start_n // BLOCK_M
+    hi = gl.cdiv(gl.load(seg_end_ptr + last_key), BLOCK_M)
+    full_lo = gl.minimum(gl.cdiv(last_key, BLOCK_M), hi)
+    full_hi = gl.maximum(gl.minimum(gl.load(seg_end_ptr + start_n) // BLOCK_M, hi), full_lo)
+    nq = hi - lo
+    return (tile, start_n, kv_head * HEAD_DIM, lo, full_lo, full_hi, hi, nq,
+            (H_Q // H_KV) * nq, kv_head * (H_Q // H_KV))
+
+
+@gluon.jit
+def _dkdv_rows(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars, qdo_empty,
+               q_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr,
+               seg_start_ptr, seg_end_ptr, n_qtiles, stride_lh, total, c, sm_scale, kv_col,
+               row0, tile, lo, full_lo, full_hi, hi, count, nq, head0, ROWS: gl.constexpr,
+               HEAD_DIM: gl.constexpr, H_Q: gl.constexpr, G: gl.constexpr,
+               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+               DEFER: gl.constexpr, FUSE_DQ: gl.constexpr, ORDERED: gl.constexpr,
+               WARPS: gl.constexpr, WS: gl.constexpr):
+    """dK, dV of keys row0 .. row0 + ROWS - 1 (K and V in k_smem / v_smem once kv_bar
+    completes; WARPS / 4 warpgroups of 64 keys) over the (query head, query tile) pairs of the
+    ring, written by TMA stores through k_smem / v_smem. WS: one consumer partition of the
+    warp-specialized kernel."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_M, 16])
+    dkv_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, HEAD_DIM, 16])
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dkv_layout, k_width=2)
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, WARPS // 4],
+        instr_shape=[16, HEAD_DIM // (WARPS // 4), 16])
+
+    offs_n = row0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
+    seg_end_n = gl.load(seg_end_ptr + offs_n, mask=offs_n < total, other=0)
+    dk = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=dkv_layout)
+    dv = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=dkv_layout)
+    pt_op = gl.zeros([ROWS, BLOCK_M], gl.bfloat16, layout=op_layout)
+    dst = gl.zeros([ROWS, BLOCK_M], gl.bfloat16, layout=op_layout)
+    s_zero = gl.zeros([ROWS, BLOCK_M], gl.float32, layout=s_layout)
+    rc = 1.0 / c
+    mbarrier.wait(kv_bar, 0)
+    for g in range(G):  # the query heads reading this kv head: no atomics
+        head = head0 + g
+        base = g * nq - lo  # pair index of (g, m) is base + m
+        # Three loops, no branch inside a step (see _fwd_step).
+        for m in range(lo, full_lo):
+            dk, dv, pt_op, dst = _dkdv_step(
+                dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
+                q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c,
+                rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile, n_qtiles,
+                stride_lh, total, qdo_empty, True, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
+                DEFER, FUSE_DQ, ORDERED, WS, s_layout, op_layout, dq_layout)
+        for m in range(full_lo, full_hi):
+            dk, dv, pt_op, dst = _dkdv_step(
+                dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
+                q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c,
+                rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile, n_qtiles,
+                stride_lh, total, qdo_empty, False, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
+                DEFER, FUSE_DQ, ORDERED, WS, s_layout, op_layout, dq_layout)
+        for m in range(full_hi, hi):
+            dk, dv, pt_op, dst = _dkdv_step(
+                dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
+                q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c,
+                rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile, n_qtiles,
+                stride_lh, total, qdo_empty, True, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
+                DEFER, FUSE_DQ, ORDERED, WS, s_layout, op_layout, dq_layout)
+    if DEFER:
+        dk, dv, pt_op, dst = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv, pt_op, dst))
+
+    # K's and V's tiles hold dK and dV for the TMA stores (rows past the last token clipped).
+    # Plain kernel: both warpgroups' MMAs read all of K and V until their last wait. WS: these
+    # slots are this partition's alone.
+    if not WS:
+        cta_barrier()
+    k_smem.store((dk * sm_scale).to(gl.bfloat16))
+    v_smem.store(dv.to(gl.bfloat16))
+    fence_async_shared()
+    tma_store(dk_desc, [row0, kv_col], k_smem)
+    tma_store(dv_desc, [row0, kv_col], v_smem)
+    tma.store_wait(pendings=0)
 
 
 @gluon.jit
@@ -715,33 +819,9 @@ def _attn_bwd_dkdv_hopper_kernel(
     [T, Hq, D], unscaled), ORDERED with the counters sem [Hq, n_qtiles] (zeroed by the caller).
     Grid (Hkv, key tiles in launch order); descriptors over [T, H * D] views (Q, dO: BLOCK_M
     rows; K, V, dK, dV: BLOCK_N rows)."""
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_M, 16])
-    dkv_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16])
-    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dkv_layout, k_width=2)
-    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, num_warps // 4],
-        instr_shape=[16, HEAD_DIM // (num_warps // 4), 16])
-    G: gl.constexpr = H_Q // H_KV
     PREFETCH: gl.constexpr = STAGES - 2 if DEFER else STAGES - 1
-
-    kv_head = gl.program_id(0)
-    tile = gl.load(order_ptr + gl.program_id(1))
-    start_n = tile * BLOCK_N
-    kv_col = kv_head * HEAD_DIM
-    offs_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
-    seg_end_n = gl.load(seg_end_ptr + offs_n, mask=offs_n < total, other=0)
-    # Query tiles (kernels.attention._attn_bwd_dkdv_kernel): [lo, full_lo) diagonal (masked),
-    # [full_lo, full_hi) unmasked, [full_hi, hi) reaching past the first key's segment (masked).
-    last_key = gl.minimum(start_n + BLOCK_N, total) - 1
-    lo = start_n // BLOCK_M
-    hi = gl.cdiv(gl.load(seg_end_ptr + last_key), BLOCK_M)
-    full_lo = gl.minimum(gl.cdiv(last_key, BLOCK_M), hi)
-    full_hi = gl.maximum(gl.minimum(gl.load(seg_end_ptr + start_n) // BLOCK_M, hi), full_lo)
-    nq = hi - lo
-    count = G * nq
-    head0 = kv_head * G
+    tile, start_n, kv_col, lo, full_lo, full_hi, hi, nq, count, head0 = _key_program(
+        order_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N)
 
     k_smem = gl.allocate_shared_memory(k_desc.dtype, k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(v_desc.dtype, v_desc.block_type.shape, v_desc.layout)
@@ -762,51 +842,85 @@ def _attn_bwd_dkdv_hopper_kernel(
     for j in gl.static_range(PREFETCH):  # the first step loads pair PREFETCH
         _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, j, count, nq, lo,
                           head0, HEAD_DIM, BLOCK_M, STAGES)
+    _dkdv_rows(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars, q_bars,
+               q_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr,
+               seg_start_ptr, seg_end_ptr, n_qtiles, stride_lh, total, c, sm_scale, kv_col,
+               start_n, tile, lo, full_lo, full_hi, hi, count, nq, head0, BLOCK_N, HEAD_DIM,
+               H_Q, H_Q // H_KV, BLOCK_M, BLOCK_N, STAGES, DEFER, FUSE_DQ, ORDERED, num_warps,
+               False)
 
-    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dkv_layout)
-    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dkv_layout)
-    pt_op = gl.zeros([BLOCK_N, BLOCK_M], gl.bfloat16, layout=op_layout)
-    dst = gl.zeros([BLOCK_N, BLOCK_M], gl.bfloat16, layout=op_layout)
-    s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=s_layout)
-    rc = 1.0 / c
-    mbarrier.wait(kv_bar, 0)
-    for g in range(G):  # the query heads reading this kv head: no atomics
-        head = head0 + g
-        base = g * nq - lo  # pair index of (g, m) is base + m
-        # Three loops, no branch inside a step (see _fwd_step).
-        for m in range(lo, full_lo):
-            dk, dv, pt_op, dst = _dkdv_step(
-                dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
-                q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
-                n_qtiles, stride_lh, total, True, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES, DEFER,
-                FUSE_DQ, ORDERED, s_layout, op_layout, dq_layout)
-        for m in range(full_lo, full_hi):
-            dk, dv, pt_op, dst = _dkdv_step(
-                dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
-                q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
-                n_qtiles, stride_lh, total, False, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES, DEFER,
-                FUSE_DQ, ORDERED, s_layout, op_layout, dq_layout)
-        for m in range(full_hi, hi):
-            dk, dv, pt_op, dst = _dkdv_step(
-                dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
-                q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
-                n_qtiles, stride_lh, total, True, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES, DEFER,
-                FUSE_DQ, ORDERED, s_layout, op_layout, dq_layout)
-    if DEFER:
-        dk, dv, pt_op, dst = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv, pt_op, dst))
 
-    mbarrier.invalidate(kv_bar)
+# Warp-specialized dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,0,ws): the 128 keys of a tile are two
+# consumer partitions of one warpgroup each (64 keys, their own K/V halves), a 1-warp producer
+# brings K/V and the ring's Q/dO tiles; a consumer releases a ring slot by an mbarrier arrival
+# (count 2) after its step's MMAs, instead of both warpgroups meeting at a CTA barrier before
+# each refill. Same MMAs per key row as the plain kernel: the same bits.
+DKDV_WS_CONSUMER_REGS = 240  # 2 x 128 x 240 + 128 x 24 <= 65536 registers
+DKDV_WS_PRODUCER_REGS = 24
+
+
+@gluon.jit
+def _dkdv_ws_producer(k_desc, v_desc, q_desc, do_desc, k_smem, v_smem, kv_bars, q_smem, do_smem,
+                      q_bars, do_bars, qdo_empty, start_n, kv_col, count, nq, lo, head0,
+                      HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
+    """The TMA producer warp: each consumer's K and V halves, then the (query head, query tile)
+    pairs' Q and dO into slot j % STAGES once both consumers have released it."""
+    for h in gl.static_range(2):
+        mbarrier.expect(kv_bars.index(h), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+        row = start_n + h * k_desc.block_type.shape[0]
+        tma_load(k_desc, [row, kv_col], kv_bars.index(h), k_smem.index(h))
+        tma_load(v_desc, [row, kv_col], kv_bars.index(h), v_smem.index(h))
+    for j in range(count):
+        # A fresh mbarrier counts as having completed the phase before its first: the first
+        # round's waits (parity 1) pass at once.
+        mbarrier.wait(qdo_empty.index(j % STAGES), ((j // STAGES) & 1) ^ 1)
+        _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, j, count, nq, lo,
+                          head0, HEAD_DIM, BLOCK_M, STAGES)
+
+
+@gluon.jit
+def _attn_bwd_dkdv_hopper_ws_kernel(
+    q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr, seg_end_ptr,
+    order_ptr, seg_start_ptr, stride_lh, total, c, sm_scale, H_Q: gl.constexpr,
+    H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+):
+    """_attn_bwd_dkdv_hopper_kernel's function (no fused dQ) with warp specialization; grid
+    (Hkv, 128-key tiles in launch order), num_warps = 4 (the default partition); k/v/dk/dv
+    descriptors with 64-row blocks (one per consumer), q/do with BLOCK_M rows."""
+    HALF: gl.constexpr = k_desc.block_type.shape[0]
+    tile, start_n, kv_col, lo, full_lo, full_hi, hi, nq, count, head0 = _key_program(
+        order_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, 2 * HALF)
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, [2] + k_desc.block_type.shape,
+                                       k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, [2] + v_desc.block_type.shape,
+                                       v_desc.layout)
+    kv_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    qdo_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for h in gl.static_range(2):
+        mbarrier.init(kv_bars.index(h), count=1)
     for st in gl.static_range(STAGES):
-        mbarrier.invalidate(q_bars.index(st))
-        mbarrier.invalidate(do_bars.index(st))
-    # K's and V's tiles hold dK and dV for the TMA stores (rows past the last token clipped).
-    cta_barrier()
-    k_smem.store((dk * sm_scale).to(gl.bfloat16))
-    v_smem.store(dv.to(gl.bfloat16))
+        mbarrier.init(qdo_empty.index(st), count=2)
+    q_smem, do_smem, q_bars, do_bars = _kv_ring(q_desc, do_desc, STAGES)
     fence_async_shared()
-    tma_store(dk_desc, [start_n, kv_col], k_smem)
-    tma_store(dv_desc, [start_n, kv_col], v_smem)
-    tma.store_wait(pendings=0)
+    G: gl.constexpr = H_Q // H_KV
+    gl.warp_specialize([
+        (_dkdv_rows, (k_smem.index(0), v_smem.index(0), kv_bars.index(0), q_smem, do_smem,
+                      k_smem, q_bars, do_bars, qdo_empty, q_desc, do_desc, dk_desc, dv_desc,
+                      lse_ptr, delta_ptr, lse_ptr, seg_end_ptr, seg_start_ptr, seg_end_ptr, 0,
+                      stride_lh, total, c, sm_scale, kv_col, start_n, tile, lo, full_lo,
+                      full_hi, hi, count, nq, head0, HALF, HEAD_DIM, H_Q, G, BLOCK_M, 2 * HALF,
+                      STAGES, False, False, False, 4, True)),
+        (_dkdv_rows, (k_smem.index(1), v_smem.index(1), kv_bars.index(1), q_smem, do_smem,
+                      k_smem, q_bars, do_bars, qdo_empty, q_desc, do_desc, dk_desc, dv_desc,
+                      lse_ptr, delta_ptr, lse_ptr, seg_end_ptr, seg_start_ptr, seg_end_ptr, 0,
+                      stride_lh, total, c, sm_scale, kv_col, start_n + HALF, tile, lo, full_lo,
+                      full_hi, hi, count, nq, head0, HALF, HEAD_DIM, H_Q, G, BLOCK_M, 2 * HALF,
+                      STAGES, False, False, False, 4, True)),
+        (_dkdv_ws_producer, (k_desc, v_desc, q_desc, do_desc, k_smem, v_smem, kv_bars, q_smem,
+                             do_smem, q_bars, do_bars, qdo_empty, start_n, kv_col, count, nq, lo,
+                             head0, HEAD_DIM, BLOCK_M, STAGES)),
+    ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
 @functools.lru_cache(maxsize=None)
@@ -906,8 +1020,21 @@ def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkd
     assert dk.shape == dv.shape == k.shape and dk.is_contiguous() and dv.is_contiguous()
     assert lse.stride(1) == 1 and delta.stride(1) == 1 and lse.stride(0) == delta.stride(0)
     block_m, block_n, warps, _ = DKDV_CONFIG
-    stages, defer, unordered = dkdv_pipeline()
+    stages, defer, unordered, ws = dkdv_pipeline()
     fuse_dq = dqa is not None
+    if ws:
+        if fuse_dq:
+            raise ValueError("FLAMIA_GLUON_DKDV=...,ws does not add dQ (FLAMIA_DQ=fused); "
+                             "accepted with it: FLAMIA_DQ=separate")
+        half = block_n // 2
+        _attn_bwd_dkdv_hopper_ws_kernel[(k.shape[1], order_dkdv.numel())](
+            _rows_view(q, block_m), _rows_view(k, half), _rows_view(v, half),
+            _rows_view(do, block_m), _rows_view(dk, half), _rows_view(dv, half), lse, delta,
+            seg_end, order_dkdv, seg_start, lse.stride(0), total, softmax_scale * LOG2E,
+            softmax_scale, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_M=block_m, STAGES=stages,
+            CONSUMER_REGS=DKDV_WS_CONSUMER_REGS, PRODUCER_REGS=DKDV_WS_PRODUCER_REGS,
+            num_warps=4)
+        return dk, dv
     if fuse_dq:
         assert dqa.shape == q.shape and dqa.is_contiguous() and dqa.dtype == torch.float32
         assert sem.dim() == 2 and sem.shape[1] >= -(-total // block_m) and sem.is_contiguous()
