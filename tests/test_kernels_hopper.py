@@ -47,10 +47,7 @@ def test_fwd_kernel_switch(monkeypatch):
     with pytest.raises(ValueError, match="accepted"):
         K.dq_kernel()
     monkeypatch.delenv("FLAMIA_DKDV_KERNEL", raising=False)
-    assert K.dkdv_kernel() == "triton"  # auto: the Gluon dK/dV kernel is not faster (yet)
-    if HOPPER:
-        monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "gluon")
-        assert K.dkdv_kernel() == "gluon"
+    assert K.dkdv_kernel() == ("gluon" if HOPPER else "triton")
     assert K.dkdv_kernel(fp8=True) == "triton"
     monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "Gluon")
     with pytest.raises(ValueError, match="FLAMIA_DKDV_KERNEL='Gluon'; accepted"):
@@ -92,7 +89,9 @@ def test_gluon_dkdv_pipeline_is_checked(monkeypatch):
     anything is compiled."""
     from flamia.kernels import attention_hopper as H
     monkeypatch.delenv("FLAMIA_GLUON_DKDV", raising=False)
-    assert H.dkdv_pipeline() == (H.DKDV_CONFIG[3], H.DKDV_DEFER, False, False)
+    # Default: warp-specialized, except where dQ is fused (only the plain kernel adds dQ).
+    assert H.dkdv_pipeline() == (H.DKDV_CONFIG[3], H.DKDV_DEFER, False, True)
+    assert H.dkdv_pipeline(fuse_dq=True) == (H.DKDV_CONFIG[3], H.DKDV_DEFER, False, False)
     for text, want in (("3,1", (3, True, False, False)), ("2,0,1", (2, False, True, False)),
                        ("2,0,ws", (2, False, False, True)), ("3,0,0,ws", (3, False, False, True))):
         monkeypatch.setenv("FLAMIA_GLUON_DKDV", text)

@@ -6,8 +6,9 @@ dK/dV kernel over key tiles (looping over the query tiles that see them and over
 heads of a GQA group, so no atomics) and a dQ kernel over query tiles (BF16 can instead add dQ
 from the dK/dV kernel in a fixed order, FLAMIA_DQ=fused, see dq_fused). The FP8 recipes run the
 dK/dV kernel twice by default, as a dV-only and a dK-only kernel (PART, see dkdv_parts): with
-both fp32 accumulators the FP8 kernel spills. On Hopper the BF16 forward and dQ kernels that run
-by default are Gluon versions of these (kernels/attention_hopper.py; fwd_kernel, dq_kernel).
+both fp32 accumulators the FP8 kernel spills. On Hopper the BF16 forward, dQ and dK/dV kernels
+that run by default are Gluon versions of these (kernels/attention_hopper.py; fwd_kernel,
+dq_kernel, dkdv_kernel).
 
 FP8 variants: Q, K, V, dO arrive quantized (kernels/quantize.py) with per-(token, head) scales,
 which factor out of S and dP (_rhs_scaled_dot) and are folded into the in-register operands P', dS'
@@ -130,9 +131,9 @@ def _is_hopper() -> bool:
             and torch.cuda.get_device_capability()[0] == 9)
 
 
-def _kernel_choice(env: str, fp8: bool, auto_gluon: bool = True) -> str:
-    """"triton" or "gluon" for a BF16 kernel that has both: env = auto (default: gluon on Hopper
-    if ``auto_gluon``, else triton), triton or gluon. The FP8 recipes always run the triton
+def _kernel_choice(env: str, fp8: bool) -> str:
+    """"triton" or "gluon" for a BF16 kernel that has both: env = auto (default: gluon on Hopper,
+    else triton), triton or gluon. The FP8 recipes always run the triton
     kernels."""
     choice = os.environ.get(env, "auto")
     if choice not in KERNEL_CHOICES:
@@ -142,7 +143,7 @@ def _kernel_choice(env: str, fp8: bool, auto_gluon: bool = True) -> str:
     if choice == "gluon" and INTERPRET:
         raise ValueError(f"{env}=gluon: Gluon kernels do not run under TRITON_INTERPRET")
     if choice == "auto":
-        return "gluon" if auto_gluon and _is_hopper() else "triton"
+        return "gluon" if _is_hopper() else "triton"
     return choice
 
 
@@ -163,10 +164,11 @@ def dq_kernel(fp8: bool = False) -> str:
 
 def dkdv_kernel(fp8: bool = False) -> str:
     """Which BF16 dK/dV kernel runs, "triton" (_attn_bwd_dkdv_kernel) or "gluon"
-    (attention_hopper._attn_bwd_dkdv_hopper_kernel, same tiles; with FLAMIA_DQ=fused it adds dQ
-    too): FLAMIA_DKDV_KERNEL=auto (default: triton, the faster one on the H200 so far,
-    bench/results/dkdv_variants_20261204_H200.txt), triton or gluon; read at every launch."""
-    return _kernel_choice("FLAMIA_DKDV_KERNEL", fp8, auto_gluon=False)
+    (attention_hopper: warp-specialized, same tiles; 9-17% faster on the H200,
+    bench/results/dkdv_variants_20261204_H200.txt; with FLAMIA_DQ=fused the plain Gluon kernel,
+    which adds dQ too): FLAMIA_DKDV_KERNEL=auto (default: gluon on Hopper), triton or gluon;
+    read at every launch."""
+    return _kernel_choice("FLAMIA_DKDV_KERNEL", fp8)
 
 
 def _gluon_takes(env: str, why: str | None) -> bool:

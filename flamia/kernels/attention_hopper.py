@@ -31,12 +31,18 @@ computes, on the same tiles: K/V by TMA into a ring, S = Q K^T and dP = dO V^T i
 P computed while dP runs, dQ += dS K; H200: 0.96 vs 1.05 ms on lognormal 1k, 0.45 vs 0.54 on
 U(32, 1024), 2.90 vs 2.92 on one document (bench/results/attention_20261203-2102_NVIDIA_H200.md).
 
-The dK/dV kernel (_attn_bwd_dkdv_hopper_kernel, FLAMIA_DKDV_KERNEL=gluon, opt-in: not faster
-than the triton kernel, bench/results/dkdv_variants_20261204_H200.txt) computes the triton dK/dV
-kernel's function on its tiles; with FLAMIA_DQ=fused it also adds dQ in key-tile order.
+The dK/dV kernel (FLAMIA_DKDV_KERNEL) computes the triton dK/dV kernel's function on its tiles
+(64 queries x 128 keys, the keys the MMAs' M dimension). By default warp-specialized like the
+forward (_attn_bwd_dkdv_hopper_ws_kernel: two consumer warpgroups of 64 keys with their own K/V
+halves, a producer warp for the Q/dO ring); H200 (bench/results/dkdv_variants_20261204_H200.txt,
+run 4): one document 3.85 ms vs 4.23 for the triton kernel and 4.59 for the plain Gluon kernel,
+lognormal 1k 1.28 vs 1.53 / 1.50, U(32, 1024) 0.60 vs 0.72 / 0.69; the same bits as the plain
+kernel. The plain kernel (_attn_bwd_dkdv_hopper_kernel) remains for FLAMIA_DQ=fused (it adds dQ
+in key-tile order, slower: same file, runs 2-3) and the pipeline sweeps (FLAMIA_GLUON_DKDV).
 
-The forward and dQ kernels run by default on GPUs of compute capability 9.x (FLAMIA_FWD_KERNEL /
-FLAMIA_DQ_KERNEL = auto, the default, or gluon; see kernels.attention.fwd_kernel, dq_kernel).
+The three run by default on GPUs of compute capability 9.x (FLAMIA_FWD_KERNEL / FLAMIA_DQ_KERNEL /
+FLAMIA_DKDV_KERNEL = auto, the default, or gluon; see kernels.attention.fwd_kernel, dq_kernel,
+dkdv_kernel).
 Gluon has no interpreter: they are tested on the GPU tier only (tests/test_kernels_hopper.py),
 against the triton kernels and float64; CI compiles them for sm_90 (tests/test_compile.py).
 """
@@ -550,19 +556,23 @@ def _attn_bwd_dq_hopper_kernel(
 # 64 queries x 128 keys on 8 warps (the triton kernel's tiles, so the batch plan is shared): the
 # keys are the MMA's M dimension (S^T = K Q^T), one warpgroup per 64 keys; K and V stay in shared
 # memory, Q and dO tiles come by TMA through a ring of 2 slots.
+# Default: the warp-specialized kernel (dkdv_pipeline), 9-17% faster than the plain one and the
+# triton kernel on the H200 (bench/results/dkdv_variants_20261204_H200.txt, run 4).
 DKDV_CONFIG = (64, 128, 8, 2)
 DKDV_DEFER = False
 
 
-def dkdv_pipeline() -> tuple[int, bool, bool, bool]:
-    """(ring slots, DEFER, UNORDERED, WS) of the dK/dV kernel; FLAMIA_GLUON_DKDV="S,D[,U][,ws]"
-    overrides the default (sweeps): D = 1 leaves the dV and dK MMAs running into the next step
+def dkdv_pipeline(fuse_dq: bool = False) -> tuple[int, bool, bool, bool]:
+    """(ring slots, DEFER, UNORDERED, WS) of the dK/dV kernel. Default: the warp-specialized
+    kernel with DKDV_CONFIG's slots, or the plain kernel where dQ is fused (FLAMIA_DQ=fused,
+    which the warp-specialized kernel does not do). FLAMIA_GLUON_DKDV="S,D[,U][,ws]" overrides
+    it (sweeps): D = 1 leaves the dV and dK MMAs running into the next step
     (needs S >= 3); U = 1 makes the fused-dQ mode (FLAMIA_DQ=fused) add dQ in any order
     (run-to-run noise in dQ's last bits: for measuring what the order costs, not for use); ws
     runs the warp-specialized kernel (_attn_bwd_dkdv_hopper_ws_kernel; D = U = 0, no fused dQ)."""
     text = os.environ.get("FLAMIA_GLUON_DKDV")
     if not text:
-        return DKDV_CONFIG[3], DKDV_DEFER, False, False
+        return DKDV_CONFIG[3], DKDV_DEFER, False, not fuse_dq
     fields = text.split(",")
     ws = fields[-1] == "ws"
     try:
@@ -1020,8 +1030,8 @@ def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkd
     assert dk.shape == dv.shape == k.shape and dk.is_contiguous() and dv.is_contiguous()
     assert lse.stride(1) == 1 and delta.stride(1) == 1 and lse.stride(0) == delta.stride(0)
     block_m, block_n, warps, _ = DKDV_CONFIG
-    stages, defer, unordered, ws = dkdv_pipeline()
     fuse_dq = dqa is not None
+    stages, defer, unordered, ws = dkdv_pipeline(fuse_dq)
     if ws:
         if fuse_dq:
             raise ValueError("FLAMIA_GLUON_DKDV=...,ws does not add dQ (FLAMIA_DQ=fused); "
