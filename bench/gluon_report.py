@@ -44,8 +44,13 @@ def compile_fwd(config: str, d: int = 128, hq: int = 16, hkv: int = 16):
     return _compile(H._attn_fwd_hopper_kernel, ("q", "o"), ("k", "v"), (m, n, w, st), d, hq, hkv)
 
 
-def compile_dq(d: int = 128, hq: int = 16, hkv: int = 16):
-    """The compiled dQ kernel (its tiles are fixed: DQ_CONFIG)."""
+def compile_dq(d: int = 128, hq: int = 16, hkv: int = 16, mode: str = "plain"):
+    """The compiled dQ kernel (its tiles are fixed: DQ_CONFIG), FLAMIA_GLUON_DQ=mode."""
+    if mode == "ws":  # 64-row Q/dO/dQ blocks, num_warps = 4 (the default partition)
+        m, n, _, st = H.DQ_CONFIG
+        return _compile(H._attn_bwd_dq_hopper_ws_kernel, ("q", "do", "dq"), ("k", "v"),
+                        (m // 2, n, 4, st), d, hq, hkv, drop=("BLOCK_M", ),
+                        CONSUMER_REGS=H.DQ_WS_CONSUMER_REGS, PRODUCER_REGS=H.DQ_WS_PRODUCER_REGS)
     return _compile(H._attn_bwd_dq_hopper_kernel, ("q", "do", "dq"), ("k", "v"), H.DQ_CONFIG,
                     d, hq, hkv)
 
@@ -127,13 +132,15 @@ def main(argv=None):
                     help="FLAMIA_GLUON_DKDV values of the dK/dV kernel ('' = default)")
     ap.add_argument("--fuse-dq", type=int, nargs="+", default=[0],
                     help="dK/dV kernel: 0 dQ kernel, 1 fused dQ ordered, 2 fused dQ unordered")
+    ap.add_argument("--dq", nargs="+", default=["plain"], choices=H.DQ_MODES,
+                    help="FLAMIA_GLUON_DQ values of the dQ kernel")
     ap.add_argument("--d", type=int, default=128)
     args = ap.parse_args(argv)
     print(f"# triton {triton.__version__}, sm_90, D={args.d}")
     dq = ",".join(map(str, H.DQ_CONFIG))
     dkdv = ",".join(map(str, H.DKDV_CONFIG[:3]))
     for name, compiled in [(f"fwd {c}", compile_fwd(c, args.d)) for c in args.configs] + [
-            (f"dq {dq}", compile_dq(args.d))] + [
+            (f"dq {dq} {m}", compile_dq(args.d, mode=m)) for m in args.dq] + [
             (f"dkdv {dkdv} {p or 'default'} fuse_dq={f}", compile_dkdv(p, args.d, fuse_dq=f))
             for p in args.dkdv for f in args.fuse_dq if not (p.endswith("ws") and f)]:
         print(f"gluon {name}: shared {compiled.metadata.shared} B, "

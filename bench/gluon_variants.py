@@ -3,13 +3,16 @@ workloads, in one process on the GPU:
 
     python -m bench.gluon_variants [--configs 128,128,8,2 64,64,4,2] [--dists one_doc u32_1024]
     python -m bench.gluon_variants --kernel dkdv [--configs 2,0 3,1]
+    python -m bench.gluon_variants --kernel dq [--configs plain ws]
 
 --kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S. --kernel dkdv: the dK/dV
 kernel, configs FLAMIA_GLUON_DKDV=S,D, or S,D,ws (the warp-specialized kernel), or S,D,fused (FLAMIA_DQ=fused: dQ added by the dK/dV
 kernel in key-tile order) or S,D,unordered (the same in any order), or triton,fused (the triton
 dK/dV kernel with FLAMIA_DQ=fused); timed as the whole backward call (the dQ kernel, where there
 is one, is the triton one in every variant); "kernel ms" counts the dK/dV kernel only. The first
-row of each workload (the triton dK/dV kernel and dQ kernel) is the reference of the diffs.
+row of each workload (the triton dK/dV kernel and dQ kernel) is the reference of the diffs. --kernel dq: the dQ kernel, configs
+FLAMIA_GLUON_DQ=plain|ws, timed as the whole backward call (dK/dV by the default kernel);
+"kernel ms" counts the dQ kernel only.
 
 Per variant and workload: the output's relative difference to the triton kernel's (O; dK for
 dkdv: a check, not a precision measure), the median time of one call (do_bench, host work
@@ -74,7 +77,7 @@ def main(argv=None):
     from triton.testing import do_bench
 
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--kernel", choices=("fwd", "dkdv"), default="fwd")
+    ap.add_argument("--kernel", choices=("fwd", "dkdv", "dq"), default="fwd")
     ap.add_argument("--configs", nargs="+")
     ap.add_argument("--dists", nargs="+", default=["one_doc", "lognormal_1k", "u32_1024"])
     ap.add_argument("--d", type=int, default=128)
@@ -82,10 +85,11 @@ def main(argv=None):
                     help="also cProfile 50 calls of the first Gluon config (host path)")
     args = ap.parse_args(argv)
     fwd = args.kernel == "fwd"
-    configs = args.configs or (DEFAULT_CONFIGS if fwd else DEFAULT_DKDV_CONFIGS)
+    configs = args.configs or {"fwd": DEFAULT_CONFIGS, "dkdv": DEFAULT_DKDV_CONFIGS,
+                               "dq": ["plain", "ws"]}[args.kernel]
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"| workload | {args.kernel} | {'O' if fwd else 'dV, dK, dQ'} rel diff to triton | "
+    print(f"| workload | {args.kernel} | {'O' if fwd else 'dQ, dK, dV'} rel diff to triton | "
           "ms (do_bench) | kernel ms | host us | TFLOP/s (kernel) |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for dist in args.dists:
@@ -93,15 +97,18 @@ def main(argv=None):
         q, k, v, do = q.detach(), k.detach(), v.detach(), do.detach()
         flops = causal_flops(lengths, 16, args.d)  # the forward's; dK/dV: 2x (4 matmuls)
         scale = args.d ** -0.5
-        env_name, knob = (("FLAMIA_FWD_KERNEL", "FLAMIA_GLUON_FWD") if fwd else
-                          ("FLAMIA_DKDV_KERNEL", "FLAMIA_GLUON_DKDV"))
+        env_name, knob = {"fwd": ("FLAMIA_FWD_KERNEL", "FLAMIA_GLUON_FWD"),
+                          "dkdv": ("FLAMIA_DKDV_KERNEL", "FLAMIA_GLUON_DKDV"),
+                          "dq": ("FLAMIA_DQ_KERNEL", "FLAMIA_GLUON_DQ")}[args.kernel]
         variants = [("triton", {env_name: "triton"})] + [
             (c if c.startswith("triton") else f"gluon {c}",
-             {env_name: "gluon", knob: c} if fwd else _dkdv_env(c))
+             _dkdv_env(c) if args.kernel == "dkdv" else {env_name: "gluon", knob: c})
             for c in configs]
+        # fwd and dkdv variants: the triton dQ kernel in every row (dq: the variable)
+        base = {} if args.kernel == "dq" else {"FLAMIA_DQ_KERNEL": "triton"}
         ref = None
         for name, env in variants:
-            with mock.patch.dict(os.environ, {**env, "FLAMIA_DQ_KERNEL": "triton"}):
+            with mock.patch.dict(os.environ, {**base, **env}):
                 try:
                     plan = batch_plan(cu, q.shape[0], args.d)
                     if fwd:
@@ -112,17 +119,19 @@ def main(argv=None):
                         o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, scale)
                         fn = lambda: K.attention_bwd(do, q, k, v, o, lse, plan.seg_start,
                                                      plan.seg_end, plan.order_dkdv,
-                                                     plan.order_dq, scale)[::-1]
-                        # 4 matmuls of the forward's size each (5 with fused dQ)
+                                                     plan.order_dq, scale)
+                        # matmuls of half the forward's size: dK/dV 4 (5 with fused dQ), dQ 3
                         fused = env.get("FLAMIA_DQ") == "fused"
-                        kernel_flops = (2.5 if fused else 2) * flops
+                        kernel_flops = ((2.5 if fused else 2) if args.kernel == "dkdv"
+                                        else 1.5) * flops
                     outs = [t.float() for t in (fn()[:1] if fwd else fn())]
                     if ref is None:
                         ref = outs
                     rel = ", ".join(f"{((a - b).norm() / b.norm()).item():.1e}"
                                     for a, b in zip(outs, ref))
                     ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
-                    kms = kernel_ms(fn, name="" if fwd else "dkdv")
+                    kms = kernel_ms(fn, name={"fwd": "", "dkdv": "dkdv", "dq": "bwd_dq"}[
+                        args.kernel])
                     hus = host_us(fn)
                     print(f"| {dist} | {name} | {rel} | {ms:.3f} | {kms:.3f} | {hus:.0f} | "
                           f"{kernel_flops / kms / 1e9:.0f} |", flush=True)

@@ -13,6 +13,7 @@
 #         against the triton kernel (bench/gluon_variants.py --kernel dkdv) (~5 min)
 #   dkdvws: the warp-specialized Gluon dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,ws): variants, Hopper GPU
 #           tests, quick benchmark with it
+#   dqws: the warp-specialized Gluon dQ kernel (FLAMIA_GLUON_DQ=ws): variants, GPU tests, benchmark
 #   ws: the warp-specialized Gluon forward (FLAMIA_GLUON_FWD=...,ws): forward variants, Hopper GPU tests
 #   profile: Nsight Compute (ncu) on the bf16 and mxfp8 kernels, stall reasons per SASS line
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
@@ -140,6 +141,19 @@ dkdvws)  # the warp-specialized Gluon dK/dV kernel: its variants first (a hang e
   FLAMIA_DKDV_KERNEL=gluon FLAMIA_GLUON_DKDV=${WS_BENCH:-2,0,ws} FLAMIA_AUTOTUNE=8x3,4x3 \
     step "bench" 200 python -m bench.attention --quick --profile --dists lognormal_1k one_doc \
     u32_1024 --providers flamia-bf16 cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*_attn_|^###|Error" $OUT/bench.log | tail -30
+  ;;
+dqws)  # the warp-specialized Gluon dQ kernel: its variants, the GPU tests of the Gluon kernels,
+       # a quick benchmark of the defaults (all three Gluon kernels warp-specialized)
+  FLAMIA_AUTOTUNE=8x3,4x3 step "dq variants" 150 python -m bench.gluon_variants --kernel dq \
+    --configs plain ws > $OUT/dq_variants.txt 2>&1
+  grep -vE "Warn|warn" $OUT/dq_variants.txt | tail -14
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 220 python -m pytest -q -p no:cacheprovider \
+    tests/test_kernels_hopper.py > $OUT/gpu_tests.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 200 python -m bench.attention --quick --profile --dists \
+    lognormal_1k one_doc u32_1024 --providers flamia-bf16 cudnn-thd cudnn-dense --out $OUT \
+    > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_attn_|^###|Error" $OUT/bench.log | tail -30
   ;;
 dkdv)  # the Gluon dK/dV kernel: GPU tests of the Gluon kernels, then its variants alone;

@@ -96,19 +96,20 @@ def test_gluon_kernels_compile_for_sm90():
     dQ (FLAMIA_DQ=fused) is compiled too; its spills are reported, not asserted. Whether ptxas
     overlaps the softmax with the MMAs is reported, not asserted (it does not, see
     attention_hopper). The warp-specialized forward (FLAMIA_GLUON_FWD=...,ws) is compiled
-    too (two consumer partitions with the forward's MMAs each), and so is the warp-specialized
-    dK/dV kernel (FLAMIA_GLUON_DKDV=2,0,ws)."""
+    too (two consumer partitions with the forward's MMAs each), and so are the warp-specialized
+    dQ and dK/dV kernels (FLAMIA_GLUON_DQ=ws, FLAMIA_GLUON_DKDV=2,0,ws)."""
     out = _bench("bench.gluon_report", "--configs", "128,128,8,2", "128,128,8,2,ws",
-                 "--dkdv", "", "2,0,ws", "--fuse-dq", "0", "1").stdout
+                 "--dq", "plain", "ws", "--dkdv", "2,0", "2,0,ws", "--fuse-dq", "0", "1").stdout
     kernels = re.split(r"\ngluon ", "\n" + out.split("\n", 1)[1])[1:]
     names = [k.split(":")[0] for k in kernels]
-    assert [n.split()[0] for n in names] == ["fwd", "fwd", "dq", "dkdv", "dkdv", "dkdv"], out
-    assert names[3].endswith("fuse_dq=0") and names[4].endswith("fuse_dq=1"), out
-    assert "2,0,ws" in names[5], out
+    assert [n.split()[0] for n in names] == ["fwd", "fwd", "dq", "dq", "dkdv", "dkdv", "dkdv"], out
+    assert names[3].endswith("ws") and "2,0,ws" in names[6], out
+    assert names[4].endswith("fuse_dq=0") and names[5].endswith("fuse_dq=1"), out
     # The warp-specialized kernels: the same MMAs in each of their two consumer partitions.
     # dK/dV: a few scalars spill (kept from the prologue for the epilogue, 12-16 B).
-    for block, hgmma, spill in zip(kernels, (8 + 3 * 16 + 8, 2 * (8 + 3 * 16 + 8), 3 * 20,
-                                             3 * 24, None, 2 * 3 * 24), (0, 0, 0, 16, None, 16)):
+    fwd, dq, dkdv = 8 + 3 * 16 + 8, 3 * 20, 3 * 24
+    for block, hgmma, spill in zip(kernels, (fwd, 2 * fwd, dq, 2 * dq, dkdv, None, 2 * dkdv),
+                                   (0, 0, 0, 0, 16, None, 16)):
         assert int(re.search(r"shared (\d+) B", block).group(1)) <= 227 * 1024, out
         if spill is not None:
             stored, loaded = map(int, re.search(r"spills (\d+) B stored / (\d+) B loaded",

@@ -84,6 +84,17 @@ def test_gluon_forward_config_is_checked(monkeypatch):
             H.config()
 
 
+def test_gluon_dq_mode_is_checked(monkeypatch):
+    from flamia.kernels import attention_hopper as H
+    monkeypatch.delenv("FLAMIA_GLUON_DQ", raising=False)
+    assert H.dq_mode() == "ws"
+    monkeypatch.setenv("FLAMIA_GLUON_DQ", "plain")
+    assert H.dq_mode() == "plain"
+    monkeypatch.setenv("FLAMIA_GLUON_DQ", "WS")
+    with pytest.raises(ValueError, match="FLAMIA_GLUON_DQ='WS'; accepted"):
+        H.dq_mode()
+
+
 def test_gluon_dkdv_pipeline_is_checked(monkeypatch):
     """FLAMIA_GLUON_DKDV (pipeline sweeps of the dK/dV kernel) is parsed and checked before
     anything is compiled."""
@@ -186,6 +197,26 @@ def test_warp_specialized_dkdv_is_the_plain_dkdv(lengths, hq, hkv, d, stages, po
 
 @pytest.mark.gpu
 @hopper
+@pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128)])
+def test_warp_specialized_dq_is_the_plain_dq(lengths, hq, hkv, d, poisoned, monkeypatch):
+    """FLAMIA_GLUON_DQ=ws: each query row sees the same MMAs and steps as in the plain Gluon dQ
+    kernel, so dQ is the same bits; every element written (poisoned outputs)."""
+    cu = _cu(lengths, "cuda")
+    q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=9, device="cuda")
+    plan = flamia.ops.batch_plan(cu, q.shape[0], d)
+    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+    monkeypatch.setenv("FLAMIA_DQ_KERNEL", "gluon")
+    dqs = {}
+    for mode in ("plain", "ws"):
+        monkeypatch.setenv("FLAMIA_GLUON_DQ", mode)
+        dqs[mode] = K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end,
+                                    plan.order_dkdv, plan.order_dq, d ** -0.5)[0]
+    assert torch.isfinite(dqs["ws"]).all()
+    assert torch.equal(dqs["ws"], dqs["plain"])
+
+
+@pytest.mark.gpu
+@hopper
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES)
 def test_gluon_dq_matches_triton_dq(lengths, hq, hkv, d, monkeypatch):
     """Same tiles (128 queries x 64 keys), same recipe (bf16 dS): only the order of fp32
@@ -274,14 +305,15 @@ def test_fused_dq_at_scale(kernel, monkeypatch):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("dq_mode,fwd,dkdv", [("separate", "128,128,8,2", "2,0"),
-                                              ("fused", "128,128,8,2", "2,0"),
-                                              ("separate", "128,128,8,2,ws", "2,0,ws"),
-                                              ("separate", "128,128,8,2,pingpong", "3,0,ws")])
-def test_gluon_kernels_do_not_leak(dq_mode, fwd, dkdv, gluon_kernels, monkeypatch):
+@pytest.mark.parametrize("dq_mode,fwd,dkdv,dq", [
+    ("separate", "128,128,8,2", "2,0", "plain"), ("fused", "128,128,8,2", "2,0", "plain"),
+    ("separate", "128,128,8,2,ws", "2,0,ws", "ws"),
+    ("separate", "128,128,8,2,pingpong", "3,0,ws", "ws")])
+def test_gluon_kernels_do_not_leak(dq_mode, fwd, dkdv, dq, gluon_kernels, monkeypatch):
     monkeypatch.setenv("FLAMIA_DQ", dq_mode)
     monkeypatch.setenv("FLAMIA_GLUON_FWD", fwd)
     monkeypatch.setenv("FLAMIA_GLUON_DKDV", dkdv)
+    monkeypatch.setenv("FLAMIA_GLUON_DQ", dq)
     total = 4096
     cu = adversarial_cu_seqlens(total, device="cuda")
     q, k, v, do = rand_qkvdo(total, 8, 2, 128, seed=4, device="cuda")

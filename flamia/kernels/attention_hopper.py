@@ -444,24 +444,36 @@ def _attn_fwd_hopper_ws_kernel(
 # 128 queries x 64 keys on 8 warps (the triton dQ kernel's tiles, so the batch plan is shared):
 # S, dP (fp32), dS (bf16) and the dQ accumulator fit in registers; 2 K/V ring slots.
 DQ_CONFIG = (128, 64, 8, 2)
+DQ_MODES = ("ws", "plain")
+
+
+def dq_mode() -> str:
+    """"ws" (default: _attn_bwd_dq_hopper_ws_kernel) or "plain" (_attn_bwd_dq_hopper_kernel):
+    FLAMIA_GLUON_DQ; read at every launch."""
+    mode = os.environ.get("FLAMIA_GLUON_DQ", "ws")
+    if mode not in DQ_MODES:
+        raise ValueError(f"FLAMIA_GLUON_DQ={mode!r}; accepted: {DQ_MODES}")
+    return mode
 
 
 @gluon.jit
-def _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc, s_zero, c,
-             lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col, MASKED: gl.constexpr,
-             BLOCK_N: gl.constexpr, STAGES: gl.constexpr, s_layout: gl.constexpr,
-             ds_layout: gl.constexpr):
+def _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc, v_desc,
+             s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col,
+             MASKED: gl.constexpr, WS: gl.constexpr, BLOCK_N: gl.constexpr,
+             STAGES: gl.constexpr, s_layout: gl.constexpr, ds_layout: gl.constexpr):
     """Step n: S = Q K_n^T and dP = dO V_n^T issued together; P from S as soon as S is done
-    (while dP runs); dS = P (dP - delta); dQ += dS K_n."""
+    (while dP runs); dS = P (dP - delta); dQ += dS K_n. WS: a producer warp fills the ring;
+    the slot is released (kv_empty) once dQ's MMA is done."""
     i = n - lo
     slot = i % STAGES
-    # Refill the ring: K_{n-1} and V_{n-1} were released by the previous step (its dQ MMA
-    # waited); the barrier makes that true for every warpgroup.
-    cta_barrier()
-    _issue_tile(k_desc, k_smem, k_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
-                STAGES)
-    _issue_tile(v_desc, v_smem, v_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
-                STAGES)
+    if not WS:
+        # Refill the ring: K_{n-1} and V_{n-1} were released by the previous step (its dQ MMA
+        # waited); the barrier makes that true for every warpgroup.
+        cta_barrier()
+        _issue_tile(k_desc, k_smem, k_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
+                    STAGES)
+        _issue_tile(v_desc, v_smem, v_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
+                    STAGES)
     phase = (i // STAGES) & 1
     mbarrier.wait(k_bars.index(slot), phase)
     s = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
@@ -480,7 +492,57 @@ def _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc
     ds = gl.convert_layout((p * (dp - gl.expand_dims(delta, 1))).to(gl.bfloat16), ds_layout)
     dq = warpgroup_mma(ds, k_smem.index(slot), dq, is_async=True)
     dq = warpgroup_mma_wait(num_outstanding=0, deps=(dq, ds))[0]
+    if WS:
+        mbarrier.arrive(kv_empty.index(slot))
     return dq
+
+
+@gluon.jit
+def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc, v_desc,
+             dq_desc, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c, sm_scale, head,
+             kv_col, row0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
+             HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, WARPS: gl.constexpr,
+             WS: gl.constexpr):
+    """dQ of query rows row0 .. row0 + ROWS - 1 of ``head`` (WARPS / 4 warpgroups of 64 rows;
+    Q and dO in q_smem / do_smem once q_bar completes) over key tiles lo .. hi - 1 of the ring,
+    written by TMA store through q_smem. WS: one consumer partition of the warp-specialized
+    kernel."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16])
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, HEAD_DIM, 16])
+    ds_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq_layout, k_width=2)
+    rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+
+    offs_m, row_ok, seg_start_m = _query_rows(seg_start_ptr, row0, total, ROWS, rows_s)
+    lse = gl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
+    delta = gl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
+    dq = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=dq_layout)
+    s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
+    mbarrier.wait(q_bar, 0)
+    # Three loops, no branch inside a step (see _fwd_step): masked boundary tiles, unmasked
+    # tiles, masked diagonal tiles.
+    for n in range(lo, full_lo):
+        dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
+                      v_desc, s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col,
+                      True, WS, BLOCK_N, STAGES, s_layout, ds_layout)
+    for n in range(full_lo, full_hi):
+        dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
+                      v_desc, s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col,
+                      False, WS, BLOCK_N, STAGES, s_layout, ds_layout)
+    for n in range(full_hi, hi):
+        dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
+                      v_desc, s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col,
+                      True, WS, BLOCK_N, STAGES, s_layout, ds_layout)
+
+    # Q's slot holds the dQ tile for the TMA store (rows past the last token are clipped).
+    # Plain kernel: the other warpgroup may still read Q through its last MMA.
+    if not WS:
+        cta_barrier()
+    q_smem.store((dq * sm_scale).to(gl.bfloat16))
+    fence_async_shared()
+    tma_store(dq_desc, [row0, head * HEAD_DIM], q_smem)
+    tma.store_wait(pendings=0)
 
 
 @gluon.jit
@@ -493,18 +555,8 @@ def _attn_bwd_dq_hopper_kernel(
     """dQ = sm_scale * sum over key tiles of dS K, dS = P (dP - delta), P = exp2(S c - lse2),
     with the tiles, masking and bf16 rounding of dS of kernels.attention._attn_bwd_dq_kernel.
     Grid (Hq, query tiles in launch order); descriptors over [T, H * D] views."""
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16])
-    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16])
-    ds_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq_layout, k_width=2)
-    rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-
     head, kv_col, start_m, lo, full_lo, full_hi, hi = _query_program(
         order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N)
-    offs_m, row_ok, seg_start_m = _query_rows(seg_start_ptr, start_m, total, BLOCK_M, rows_s)
-    lse = gl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
-    delta = gl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
     do_smem = gl.allocate_shared_memory(do_desc.dtype, do_desc.block_type.shape, do_desc.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -518,35 +570,80 @@ def _attn_bwd_dq_hopper_kernel(
     for st in gl.static_range(STAGES - 1):  # the first step loads tile STAGES - 1
         _issue_tile(k_desc, k_smem, k_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
         _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
-    mbarrier.wait(q_bar, 0)
+    _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_bars, k_desc, v_desc,
+             dq_desc, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c, sm_scale, head,
+             kv_col, start_m, lo, full_lo, full_hi, hi, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+             num_warps, False)
 
-    dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=dq_layout)
-    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
-    # Three loops, no branch inside a step (see _fwd_step): masked boundary tiles, unmasked
-    # tiles, masked diagonal tiles.
-    for n in range(lo, full_lo):
-        dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
-                      s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col, True,
-                      BLOCK_N, STAGES, s_layout, ds_layout)
-    for n in range(full_lo, full_hi):
-        dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
-                      s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col, False,
-                      BLOCK_N, STAGES, s_layout, ds_layout)
-    for n in range(full_hi, hi):
-        dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, k_desc, v_desc,
-                      s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col, True,
-                      BLOCK_N, STAGES, s_layout, ds_layout)
 
-    mbarrier.invalidate(q_bar)
+# Warp-specialized dQ kernel (FLAMIA_GLUON_DQ=ws, the default): as the warp-specialized forward,
+# two consumer warpgroups of 64 query rows (own Q/dO halves) and a producer warp for the K/V
+# ring; a slot is released (count 2) after a consumer's dQ MMA of that step.
+DQ_WS_CONSUMER_REGS = 232
+DQ_WS_PRODUCER_REGS = 40
+
+
+@gluon.jit
+def _dq_ws_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem, v_smem,
+                    k_bars, v_bars, kv_empty, head, kv_col, start_m, lo, hi,
+                    HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+    """The TMA producer warp: each consumer's Q and dO halves, then K_n and V_n into slot
+    (n - lo) % STAGES once both consumers have released it."""
+    for h in gl.static_range(2):
+        mbarrier.expect(q_bars.index(h), q_desc.block_type.nbytes + do_desc.block_type.nbytes)
+        row = start_m + h * q_desc.block_type.shape[0]
+        tma_load(q_desc, [row, head * HEAD_DIM], q_bars.index(h), q_smem.index(h))
+        tma_load(do_desc, [row, head * HEAD_DIM], q_bars.index(h), do_smem.index(h))
+    for n in range(lo, hi):
+        i = n - lo
+        slot = i % STAGES
+        # A fresh mbarrier counts as having completed the phase before its first: the first
+        # round's waits (parity 1) pass at once.
+        mbarrier.wait(kv_empty.index(slot), ((i // STAGES) & 1) ^ 1)
+        mbarrier.expect(k_bars.index(slot), k_desc.block_type.nbytes)
+        tma_load(k_desc, [n * BLOCK_N, kv_col], k_bars.index(slot), k_smem.index(slot))
+        mbarrier.expect(v_bars.index(slot), v_desc.block_type.nbytes)
+        tma_load(v_desc, [n * BLOCK_N, kv_col], v_bars.index(slot), v_smem.index(slot))
+
+
+@gluon.jit
+def _attn_bwd_dq_hopper_ws_kernel(
+    q_desc, k_desc, v_desc, do_desc, dq_desc, lse_ptr, delta_ptr, seg_start_ptr, order_ptr,
+    stride_lh, total, c, sm_scale, H_Q: gl.constexpr, H_KV: gl.constexpr,
+    HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+):
+    """_attn_bwd_dq_hopper_kernel's function with warp specialization; grid (Hq, 128-row query
+    tiles in launch order), num_warps = 4 (the default partition); q/do/dq descriptors with
+    64-row blocks (one per consumer), k/v with BLOCK_N rows."""
+    HALF: gl.constexpr = q_desc.block_type.shape[0]
+    head, kv_col, start_m, lo, full_lo, full_hi, hi = _query_program(
+        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF, BLOCK_N)
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape,
+                                       q_desc.layout)
+    do_smem = gl.allocate_shared_memory(do_desc.dtype, [2] + do_desc.block_type.shape,
+                                        do_desc.layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for h in gl.static_range(2):
+        mbarrier.init(q_bars.index(h), count=1)
     for st in gl.static_range(STAGES):
-        mbarrier.invalidate(k_bars.index(st))
-        mbarrier.invalidate(v_bars.index(st))
-    # Q's slot holds the dQ tile for the TMA store (rows past the last token are clipped).
-    cta_barrier()
-    q_smem.store((dq * sm_scale).to(gl.bfloat16))
+        mbarrier.init(kv_empty.index(st), count=2)
+    k_smem, v_smem, k_bars, v_bars = _kv_ring(k_desc, v_desc, STAGES)
     fence_async_shared()
-    tma_store(dq_desc, [start_m, head * HEAD_DIM], q_smem)
-    tma.store_wait(pendings=0)
+    gl.warp_specialize([
+        (_dq_rows, (q_smem.index(0), do_smem.index(0), q_bars.index(0), k_smem, v_smem, k_bars,
+                    v_bars, kv_empty, k_desc, v_desc, dq_desc, lse_ptr, delta_ptr,
+                    seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col, start_m, lo,
+                    full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4, True)),
+        (_dq_rows, (q_smem.index(1), do_smem.index(1), q_bars.index(1), k_smem, v_smem, k_bars,
+                    v_bars, kv_empty, k_desc, v_desc, dq_desc, lse_ptr, delta_ptr,
+                    seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col, start_m + HALF,
+                    lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4, True)),
+        (_dq_ws_producer, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem,
+                           v_smem, k_bars, v_bars, kv_empty, head, kv_col, start_m, lo, hi,
+                           HEAD_DIM, BLOCK_N, STAGES)),
+    ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
 # ------------------------------------------------------------------------------------------
@@ -1007,6 +1104,15 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
     assert dq.shape == q.shape and dq.is_contiguous(), "dq: contiguous [T, Hq, D]"
     assert lse.stride(1) == 1 and delta.stride(1) == 1 and lse.stride(0) == delta.stride(0)
     block_m, block_n, warps, stages = DQ_CONFIG
+    if dq_mode() == "ws":
+        half = block_m // 2
+        _attn_bwd_dq_hopper_ws_kernel[(hq, order_dq.numel())](
+            _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
+            _rows_view(do, half), _rows_view(dq, half), lse, delta, seg_start, order_dq,
+            lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=k.shape[1],
+            HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=DQ_WS_CONSUMER_REGS,
+            PRODUCER_REGS=DQ_WS_PRODUCER_REGS, num_warps=4)
+        return dq
     _attn_bwd_dq_hopper_kernel[(hq, order_dq.numel())](
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
         _rows_view(do, block_m), _rows_view(dq, block_m), lse, delta, seg_start, order_dq,
