@@ -3,8 +3,8 @@
 # not stop the next ones.
 #   final: fp8 check, quick benchmark of three workloads with the profile, GPU tests (~6 min)
 #   train: 125M bf16 vs mxfp8 for a few hundred steps, comparison report (~8 min)
-#   bench: GPU tests, then the full benchmark of DESIGN.md section 7 with the accuracy table
-#          (FLAMIA_AUTOTUNE=8x3,4x3: the grid takes about 5 minutes, 2026-12-03)
+#   bench: the full benchmark of DESIGN.md section 7 with the accuracy table (FLAMIA_AUTOTUNE=8x3,4x3:
+#          about 5 minutes, 2026-12-03), then GPU tests of the triton kernels and the API
 #   sweep / mini: MXFP8 config sweep (bench/fp8_sweep.sh) and the token-major copy check
 #   last: GPU tests on the final tree and a quick benchmark of it (~4.5 min)
 #   dq: the BF16 dQ modes (FLAMIA_DQ=separate|fused): GPU tests and a quick benchmark
@@ -169,12 +169,13 @@ dkdv)  # the Gluon dK/dV kernel: GPU tests of the Gluon kernels, then its varian
   done
   grep -vE "Warn|warn" $OUT/dkdv_variants.txt | tail -30
   ;;
-bench)  # GPU tests, then the full grid with the accuracy table and autotune picks (~9 min)
-  FLAMIA_AUTOTUNE=0 step "gpu tests" 170 python -m pytest -q -p no:cacheprovider \
-    tests/test_kernels_fp8.py tests/test_kernels.py tests/test_kernels_hopper.py tests/test_api.py > $OUT/gpu_tests.log 2>&1
-  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
-  TRITON_PRINT_AUTOTUNING=1 FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 400 python -m bench.attention \
+bench)  # the full grid with the accuracy table and autotune picks (~5 min), then the GPU tests of
+        # the triton kernels and the API (the Gluon kernels' own: phase ws / dkdvws / dqws)
+  TRITON_PRINT_AUTOTUNING=1 FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 390 python -m bench.attention \
     --accuracy --profile --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^(mxfp8|nvfp4|bf16|fp8)|Error" $OUT/bench.log | grep -v "^| ---" | tail -70
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 170 python -m pytest -q -p no:cacheprovider \
+    tests/test_kernels_fp8.py tests/test_kernels.py tests/test_api.py > $OUT/gpu_tests.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
   ;;
 esac
