@@ -93,7 +93,7 @@ def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), **extra_co
             sig[arg] = mangle_type(descs[arg])
         elif arg.endswith("_ptr"):
             sig[arg] = ("*i32" if arg in ("seg_start_ptr", "seg_end_ptr", "order_ptr", "sem_ptr")
-                        else "*bf16" if arg == "o_ptr" else "*fp32")
+                        else "*fp32")
             attrs[(i,)] = [["tt.divisibility", 16]]
         else:
             sig[arg] = "fp32" if arg in ("c", "sm_scale") else "i32"  # total, strides, counts

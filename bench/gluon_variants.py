@@ -12,8 +12,7 @@ dK/dV kernel with FLAMIA_DQ=fused); timed as the whole backward call (the dQ ker
 is one, is the triton one in every variant); "kernel ms" counts the dK/dV kernel only. The first
 row of each workload (the triton dK/dV kernel and dQ kernel) is the reference of the diffs. --kernel dq: the dQ kernel, configs
 FLAMIA_GLUON_DQ=plain|ws, timed as the whole backward call (dK/dV by the default kernel);
-"kernel ms" counts the dQ kernel and the delta kernel (the Gluon dQ kernel computes delta
-itself since 2026-12-04).
+"kernel ms" counts the dQ kernel only.
 
 Per variant and workload: the output's relative difference to the triton kernel's (O; dK for
 dkdv: a check, not a precision measure), the median time of one call (do_bench, host work
@@ -53,16 +52,14 @@ def _dkdv_env(config: str) -> dict:
 
 
 def kernel_ms(fn, calls=20, name=""):
-    """Mean GPU time of the kernels one call launches whose name contains ``name`` (or one of
-    the names of a tuple) (torch.profiler)."""
-    names = (name, ) if isinstance(name, str) else name
+    """Mean GPU time of the kernels one call launches whose name contains ``name``
+    (torch.profiler)."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
     total_us = sum(e.device_time_total for e in prof.key_averages()
-                   if e.device_type == torch.autograd.DeviceType.CUDA
-                   and any(n in e.key for n in names))
+                   if e.device_type == torch.autograd.DeviceType.CUDA and name in e.key)
     return total_us / 1e3 / calls
 
 
@@ -133,9 +130,8 @@ def main(argv=None):
                     rel = ", ".join(f"{((a - b).norm() / b.norm()).item():.1e}"
                                     for a, b in zip(outs, ref))
                     ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
-                    # dq: with the delta kernel, which the Gluon dQ kernel replaces
-                    kms = kernel_ms(fn, name={"fwd": "", "dkdv": "dkdv",
-                                              "dq": ("bwd_dq", "bwd_delta")}[args.kernel])
+                    kms = kernel_ms(fn, name={"fwd": "", "dkdv": "dkdv", "dq": "bwd_dq"}[
+                        args.kernel])
                     hus = host_us(fn)
                     print(f"| {dist} | {name} | {rel} | {ms:.3f} | {kms:.3f} | {hus:.0f} | "
                           f"{kernel_flops / kms / 1e9:.0f} |", flush=True)

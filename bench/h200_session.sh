@@ -14,7 +14,6 @@
 #   dkdvws: the warp-specialized Gluon dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,ws): variants, Hopper GPU
 #           tests, quick benchmark with it
 #   dqws: the warp-specialized Gluon dQ kernel (FLAMIA_GLUON_DQ=ws): variants, GPU tests, benchmark
-#   delta: delta = rowsum(dO O) folded into the Gluon dQ kernel: GPU tests, dQ variants, short benchmark
 #   ws: the warp-specialized Gluon forward (FLAMIA_GLUON_FWD=...,ws): forward variants, Hopper GPU tests
 #   profile: Nsight Compute (ncu) on the bf16 and mxfp8 kernels, stall reasons per SASS line
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
@@ -156,17 +155,6 @@ dqws)  # the warp-specialized Gluon dQ kernel: its variants, the GPU tests of th
     lognormal_1k one_doc u32_1024 --providers flamia-bf16 cudnn-thd cudnn-dense --out $OUT \
     > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_attn_|^###|Error" $OUT/bench.log | tail -30
-  ;;
-delta)  # delta folded into the Gluon dQ kernel: its GPU tests, the dQ variants, a short benchmark
-  FLAMIA_AUTOTUNE=0 step "gpu tests" 70 python -m pytest -q -x -p no:cacheprovider \
-    tests/test_kernels_hopper.py -k "delta or dq or leak" > $OUT/gpu_tests.log 2>&1
-  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
-  FLAMIA_AUTOTUNE=8x3,4x3 step "dq variants" 50 python -m bench.gluon_variants --kernel dq \
-    --configs plain ws --dists lognormal_1k u32_1024 > $OUT/dq_variants.txt 2>&1
-  grep -vE "Warn|warn" $OUT/dq_variants.txt | tail -8
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 50 python -m bench.attention --quick --profile --dists \
-    lognormal_1k u32_1024 --providers flamia-bf16 cudnn-thd --out $OUT > $OUT/bench.log 2>&1
-  grep -E "^\| |^- .*_attn_|^###|Error" $OUT/bench.log | tail -16
   ;;
 dkdv)  # the Gluon dK/dV kernel: GPU tests of the Gluon kernels, then its variants alone;
        # the fused-dQ variants that once hung (2026-12-04) run last, one workload per process

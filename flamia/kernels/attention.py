@@ -945,20 +945,6 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
     return o, lse
 
 
-def _gluon_dq_takes(q, k, v, do, o, is_fp8: bool) -> bool:
-    """Whether the Gluon dQ kernel runs (dq_kernel chose it and it can take these inputs, see
-    _gluon_takes)."""
-    if dq_kernel(is_fp8) != "gluon":
-        return False
-    from . import attention_hopper
-    gluon_tiles = attention_hopper.DQ_CONFIG[:2]
-    bm, bn = dq_blocks(q.shape[2], is_fp8)
-    why = attention_hopper.supports(q=q, k=k, v=v, do=do, o=o) or (
-        None if (bm, bn) == gluon_tiles else
-        f"dQ tiles {(bm, bn)} (FLAMIA_DQ_BLOCKS), the Gluon kernel's are {gluon_tiles}")
-    return _gluon_takes("FLAMIA_DQ_KERNEL", why)
-
-
 def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq, softmax_scale,
                   fp8=None):
     """dq, dk, dv (bf16, shapes of q, k, v).
@@ -992,27 +978,19 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         sq = skv = sdo = qrow = delta
         tcopy = lambda t: (0, 0, 0)
         s_strides = (0, 0)
+    block_t = 32 if INTERPRET else 64
+    assert sdo.stride(0) == sq.stride(0) == lse.stride(0) == delta.stride(0)
+    _attn_bwd_delta_kernel[(triton.cdiv(total, block_t), hq)](
+        o, do_in, sdo, lse, sq, delta, qrow, o.stride(0), o.stride(1), do_in.stride(0),
+        do_in.stride(1), delta.stride(0), qrow.stride(0), total, HEAD_DIM=d,
+        BLOCK_T=block_t, IS_FP8=is_fp8,
+    )
     grads = [empty(t.shape, dtype=torch.bfloat16, device=q.device) for t in (q, k, v)]
     dq, dk, dv = grads
     qk_scale = softmax_scale * LOG2E
     fp8_mma = fp8_mma_mode() if is_fp8 else 0
-    fused_dq = dq_fused(is_fp8)
-    # The Gluon dQ kernel (Hopper, BF16) computes delta itself and runs first; else the delta
-    # kernel does, and the dQ kernel (if any) runs after dK/dV.
-    gluon_dq = not fused_dq and _gluon_dq_takes(q, k, v, do, o, is_fp8)
-    if gluon_dq:
-        from . import attention_hopper
-        attention_hopper.attention_dq_hopper(q, k, v, do, o, lse, delta, seg_start, order_dq,
-                                             softmax_scale, dq)
-    else:
-        block_t = 32 if INTERPRET else 64
-        assert sdo.stride(0) == sq.stride(0) == lse.stride(0) == delta.stride(0)
-        _attn_bwd_delta_kernel[(triton.cdiv(total, block_t), hq)](
-            o, do_in, sdo, lse, sq, delta, qrow, o.stride(0), o.stride(1), do_in.stride(0),
-            do_in.stride(1), delta.stride(0), qrow.stride(0), total, HEAD_DIM=d,
-            BLOCK_T=block_t, IS_FP8=is_fp8,
-        )
     bm, bn = bwd_blocks(d, is_fp8)
+    fused_dq = dq_fused(is_fp8)
     if fused_dq:  # fp32 dQ accumulator and one counter per (query head, query tile)
         dqa = torch.zeros((total, hq, d), dtype=torch.float32, device=q.device)
         sem = torch.zeros((hq, triton.cdiv(total, bm)), dtype=torch.int32, device=q.device)
@@ -1046,9 +1024,17 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         # The dQ kernel's last step, on the accumulated sum: scale in fp32, round to bf16.
         dq.copy_(dqa.mul_(softmax_scale))
         return dq, dk, dv
-    if gluon_dq:
-        return dq, dk, dv
     bm, bn = dq_blocks(d, is_fp8)
+    if dq_kernel(is_fp8) == "gluon":
+        from . import attention_hopper
+        gluon_tiles = attention_hopper.DQ_CONFIG[:2]
+        why = attention_hopper.supports(q=q, k=k, v=v, do=do) or (
+            None if (bm, bn) == gluon_tiles else
+            f"dQ tiles {(bm, bn)} (FLAMIA_DQ_BLOCKS), the Gluon kernel's are {gluon_tiles}")
+        if _gluon_takes("FLAMIA_DQ_KERNEL", why):
+            attention_hopper.attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq,
+                                                 softmax_scale, dq)
+            return dq, dk, dv
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
         q, k, v, do_in, kt, sq, skv, sdo, lse, delta, dq, seg_start, order_dq,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),

@@ -28,13 +28,8 @@ to ~1e-5 relative), built the way FlashAttention-3 builds its forward:
 
 The dQ kernel (_attn_bwd_dq_hopper_kernel, FLAMIA_DQ_KERNEL) computes what the triton dQ kernel
 computes, on the same tiles: K/V by TMA into a ring, S = Q K^T and dP = dO V^T issued together,
-P computed while dP runs, dQ += dS K. By default warp-specialized like the forward
-(_attn_bwd_dq_hopper_ws_kernel; FLAMIA_GLUON_DQ=plain: the 8-warp kernel): H200
-(bench/results/dq_variants_20261204_H200.txt) one document 2.44 ms vs 3.03 for the triton kernel
-and 3.06 for the plain one, lognormal 1k 0.85 vs 1.09 / 0.98, U(32, 1024) 0.43 vs 0.57 / 0.45.
-It also computes delta = rowsum(dO * O) for its rows (dO is in its shared memory already), the
-same bits as the triton delta kernel, so it runs before the dK/dV kernel and the delta kernel
-is not launched (_delta_rows).
+P computed while dP runs, dQ += dS K; H200: 0.96 vs 1.05 ms on lognormal 1k, 0.45 vs 0.54 on
+U(32, 1024), 2.90 vs 2.92 on one document (bench/results/attention_20261203-2102_NVIDIA_H200.md).
 
 The dK/dV kernel (FLAMIA_DKDV_KERNEL) computes the triton dK/dV kernel's function on its tiles
 (64 queries x 128 keys, the keys the MMAs' M dimension). By default warp-specialized like the
@@ -462,29 +457,6 @@ def dq_mode() -> str:
 
 
 @gluon.jit
-def _delta_rows(do_smem, o_ptr, stride_ot, delta_ptr, stride_lh, head, row0, total,
-                ROWS: gl.constexpr, HEAD_DIM: gl.constexpr, WARPS: gl.constexpr):
-    """delta = rowsum(dO * O) in fp32 for rows row0 .. row0 + ROWS - 1 (dO from shared memory,
-    zero past the last token; O from global memory), stored to delta_ptr and returned. In the
-    layout the triton delta kernel (kernels.attention._attn_bwd_delta_kernel) gets for its
-    [64, D] tiles, 8 elements per thread and D / 8 lanes per row, so that the reduction, hence
-    delta, is the same bits as that kernel's (the FP8 recipes and FLAMIA_DQ=fused still use it)."""
-    LANES: gl.constexpr = HEAD_DIM // 8
-    red: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 8], threads_per_warp=[32 // LANES, LANES],
-                                         warps_per_cta=[WARPS, 1], order=[1, 0])
-    rows = row0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, red))
-    cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, red))
-    ok = rows < total
-    o = gl.load(o_ptr + gl.expand_dims(rows.to(gl.int64) * stride_ot, 1)
-                + (head * HEAD_DIM + gl.expand_dims(cols, 0)), mask=gl.expand_dims(ok, 1),
-                other=0.0)
-    do = do_smem.load(red)
-    delta = gl.sum(o.to(gl.float32) * do.to(gl.float32), 1)
-    gl.store(delta_ptr + head * stride_lh + rows, delta, mask=ok)
-    return delta
-
-
-@gluon.jit
 def _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc, v_desc,
              s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col,
              MASKED: gl.constexpr, WS: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -527,15 +499,14 @@ def _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_de
 
 @gluon.jit
 def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc, v_desc,
-             dq_desc, lse_ptr, delta_ptr, o_ptr, stride_ot, seg_start_ptr, stride_lh, total, c,
-             sm_scale, head, kv_col, row0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr,
-             BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-             WARPS: gl.constexpr, WS: gl.constexpr):
+             dq_desc, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c, sm_scale, head,
+             kv_col, row0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
+             HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, WARPS: gl.constexpr,
+             WS: gl.constexpr):
     """dQ of query rows row0 .. row0 + ROWS - 1 of ``head`` (WARPS / 4 warpgroups of 64 rows;
     Q and dO in q_smem / do_smem once q_bar completes) over key tiles lo .. hi - 1 of the ring,
-    written by TMA store through q_smem; first delta = rowsum(dO * O) of these rows (O: bf16
-    [T, Hq, D] at o_ptr, heads adjacent), written to delta_ptr for the dK/dV kernel, which runs
-    after this one. WS: one consumer partition of the warp-specialized kernel."""
+    written by TMA store through q_smem. WS: one consumer partition of the warp-specialized
+    kernel."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16])
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -545,11 +516,10 @@ def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k
 
     offs_m, row_ok, seg_start_m = _query_rows(seg_start_ptr, row0, total, ROWS, rows_s)
     lse = gl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
-    mbarrier.wait(q_bar, 0)
-    delta = gl.convert_layout(_delta_rows(do_smem, o_ptr, stride_ot, delta_ptr, stride_lh, head,
-                                          row0, total, ROWS, HEAD_DIM, WARPS), rows_s)
+    delta = gl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
     dq = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=dq_layout)
     s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
+    mbarrier.wait(q_bar, 0)
     # Three loops, no branch inside a step (see _fwd_step): masked boundary tiles, unmasked
     # tiles, masked diagonal tiles.
     for n in range(lo, full_lo):
@@ -577,15 +547,14 @@ def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k
 
 @gluon.jit
 def _attn_bwd_dq_hopper_kernel(
-    q_desc, k_desc, v_desc, do_desc, dq_desc, lse_ptr, delta_ptr, o_ptr, seg_start_ptr,
-    order_ptr, stride_ot, stride_lh, total, c, sm_scale,
+    q_desc, k_desc, v_desc, do_desc, dq_desc, lse_ptr, delta_ptr, seg_start_ptr, order_ptr,
+    stride_lh, total, c, sm_scale,
     H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr,
 ):
     """dQ = sm_scale * sum over key tiles of dS K, dS = P (dP - delta), P = exp2(S c - lse2),
-    with the tiles, masking and bf16 rounding of dS of kernels.attention._attn_bwd_dq_kernel;
-    also writes delta (_delta_rows). Grid (Hq, query tiles in launch order); descriptors over
-    [T, H * D] views."""
+    with the tiles, masking and bf16 rounding of dS of kernels.attention._attn_bwd_dq_kernel.
+    Grid (Hq, query tiles in launch order); descriptors over [T, H * D] views."""
     head, kv_col, start_m, lo, full_lo, full_hi, hi = _query_program(
         order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
@@ -602,9 +571,9 @@ def _attn_bwd_dq_hopper_kernel(
         _issue_tile(k_desc, k_smem, k_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
         _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
     _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_bars, k_desc, v_desc,
-             dq_desc, lse_ptr, delta_ptr, o_ptr, stride_ot, seg_start_ptr, stride_lh, total, c,
-             sm_scale, head, kv_col, start_m, lo, full_lo, full_hi, hi, BLOCK_M, BLOCK_N,
-             HEAD_DIM, STAGES, num_warps, False)
+             dq_desc, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c, sm_scale, head,
+             kv_col, start_m, lo, full_lo, full_hi, hi, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+             num_warps, False)
 
 
 # Warp-specialized dQ kernel (FLAMIA_GLUON_DQ=ws, the default): as the warp-specialized forward,
@@ -639,8 +608,8 @@ def _dq_ws_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_
 
 @gluon.jit
 def _attn_bwd_dq_hopper_ws_kernel(
-    q_desc, k_desc, v_desc, do_desc, dq_desc, lse_ptr, delta_ptr, o_ptr, seg_start_ptr,
-    order_ptr, stride_ot, stride_lh, total, c, sm_scale, H_Q: gl.constexpr, H_KV: gl.constexpr,
+    q_desc, k_desc, v_desc, do_desc, dq_desc, lse_ptr, delta_ptr, seg_start_ptr, order_ptr,
+    stride_lh, total, c, sm_scale, H_Q: gl.constexpr, H_KV: gl.constexpr,
     HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
 ):
@@ -664,14 +633,13 @@ def _attn_bwd_dq_hopper_ws_kernel(
     fence_async_shared()
     gl.warp_specialize([
         (_dq_rows, (q_smem.index(0), do_smem.index(0), q_bars.index(0), k_smem, v_smem, k_bars,
-                    v_bars, kv_empty, k_desc, v_desc, dq_desc, lse_ptr, delta_ptr, o_ptr,
-                    stride_ot, seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col,
-                    start_m, lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4, True)),
+                    v_bars, kv_empty, k_desc, v_desc, dq_desc, lse_ptr, delta_ptr,
+                    seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col, start_m, lo,
+                    full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4, True)),
         (_dq_rows, (q_smem.index(1), do_smem.index(1), q_bars.index(1), k_smem, v_smem, k_bars,
-                    v_bars, kv_empty, k_desc, v_desc, dq_desc, lse_ptr, delta_ptr, o_ptr,
-                    stride_ot, seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col,
-                    start_m + HALF, lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4,
-                    True)),
+                    v_bars, kv_empty, k_desc, v_desc, dq_desc, lse_ptr, delta_ptr,
+                    seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col, start_m + HALF,
+                    lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4, True)),
         (_dq_ws_producer, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem,
                            v_smem, k_bars, v_bars, kv_empty, head, kv_col, start_m, lo, hi,
                            HEAD_DIM, BLOCK_N, STAGES)),
@@ -1125,36 +1093,31 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse):
     return o, lse
 
 
-def attention_dq_hopper(q, k, v, do, o, lse, delta, seg_start, order_dq, softmax_scale, dq):
-    """Writes dQ (bf16, caller-allocated, contiguous) as kernels.attention's dQ kernel does, and
-    delta = rowsum(dO * O) ([Hq, T] float32, caller-allocated, the same bits as
-    kernels.attention's delta kernel), which the dQ kernel itself needs: run it before the dK/dV
-    kernel, which reads delta. lse2: [Hq, T] float32 with unit stride along T; order_dq: launch
-    order of the DQ_CONFIG[0]-query tiles."""
-    why = supports(q=q, k=k, v=v, do=do, o=o)
+def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_scale, dq):
+    """Writes dQ (bf16, caller-allocated, contiguous) as kernels.attention's dQ kernel does;
+    lse2, delta: [Hq, T] float32 with unit stride along T; order_dq: launch order of the
+    DQ_CONFIG[0]-query tiles."""
+    why = supports(q=q, k=k, v=v, do=do)
     if why is not None:
         raise ValueError(why)
     total, hq, d = q.shape
     assert dq.shape == q.shape and dq.is_contiguous(), "dq: contiguous [T, Hq, D]"
     assert lse.stride(1) == 1 and delta.stride(1) == 1 and lse.stride(0) == delta.stride(0)
-    assert o.shape == q.shape
     block_m, block_n, warps, stages = DQ_CONFIG
     if dq_mode() == "ws":
         half = block_m // 2
         _attn_bwd_dq_hopper_ws_kernel[(hq, order_dq.numel())](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
-            _rows_view(do, half), _rows_view(dq, half), lse, delta, o, seg_start, order_dq,
-            o.stride(0), lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq,
-            H_KV=k.shape[1],
+            _rows_view(do, half), _rows_view(dq, half), lse, delta, seg_start, order_dq,
+            lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=k.shape[1],
             HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=DQ_WS_CONSUMER_REGS,
             PRODUCER_REGS=DQ_WS_PRODUCER_REGS, num_warps=4)
         return dq
     _attn_bwd_dq_hopper_kernel[(hq, order_dq.numel())](
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
-        _rows_view(do, block_m), _rows_view(dq, block_m), lse, delta, o, seg_start, order_dq,
-        o.stride(0), lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq,
-        H_KV=k.shape[1], HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages,
-        num_warps=warps)
+        _rows_view(do, block_m), _rows_view(dq, block_m), lse, delta, seg_start, order_dq,
+        lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=k.shape[1],
+        HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages, num_warps=warps)
     return dq
 
 
