@@ -27,6 +27,22 @@ def gluon_kernels(monkeypatch):
         monkeypatch.setenv(env, "gluon")
 
 
+def _backward_case(lengths, hq, hkv, d, seed):
+    """A backward-kernel comparison on the GPU: random inputs, the forward's O and lse2, and a
+    function running the backward on them under the environment of the moment (the plan is
+    looked up at each call: FLAMIA_DQ changes the dK/dV launch order)."""
+    cu = _cu(lengths, "cuda")
+    q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=seed, device="cuda")
+    plan = flamia.ops.batch_plan(cu, q.shape[0], d)
+    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+
+    def backward():
+        plan = flamia.ops.batch_plan(cu, q.shape[0], d)
+        return K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end,
+                               plan.order_dkdv, plan.order_dq, d ** -0.5)
+    return backward
+
+
 def test_fwd_kernel_switch(monkeypatch):
     monkeypatch.setenv("FLAMIA_FWD_KERNEL", "cuda")
     with pytest.raises(ValueError, match="accepted"):
@@ -175,24 +191,18 @@ def test_warp_specialized_dkdv_is_the_plain_dkdv(lengths, hq, hkv, d, stages, po
     Gluon dK/dV kernel (only who loads the ring and how slots are released differ), so dK and
     dV are the same bits; every element written (poisoned outputs). It does not fuse dQ: asked
     to, it says so."""
-    cu = _cu(lengths, "cuda")
-    q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=8, device="cuda")
-    plan = flamia.ops.batch_plan(cu, q.shape[0], d)
-    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+    backward = _backward_case(lengths, hq, hkv, d, seed=8)
     monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "gluon")
     grads = {}
     for setting in ("2,0", f"{stages},0,ws"):
         monkeypatch.setenv("FLAMIA_GLUON_DKDV", setting)
-        grads[setting] = K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end,
-                                         plan.order_dkdv, plan.order_dq, d ** -0.5)
+        grads[setting] = backward()
     (dq_p, dk_p, dv_p), (dq_w, dk_w, dv_w) = grads.values()
     assert torch.isfinite(dk_w).all() and torch.isfinite(dv_w).all()
     assert torch.equal(dk_w, dk_p) and torch.equal(dv_w, dv_p) and torch.equal(dq_w, dq_p)
     monkeypatch.setenv("FLAMIA_DQ", "fused")
-    plan = flamia.ops.batch_plan(cu, q.shape[0], d)
     with pytest.raises(ValueError, match="does not add dQ"):
-        K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end, plan.order_dkdv,
-                        plan.order_dq, d ** -0.5)
+        backward()
 
 
 @pytest.mark.gpu
@@ -201,16 +211,12 @@ def test_warp_specialized_dkdv_is_the_plain_dkdv(lengths, hq, hkv, d, stages, po
 def test_warp_specialized_dq_is_the_plain_dq(lengths, hq, hkv, d, poisoned, monkeypatch):
     """FLAMIA_GLUON_DQ=ws: each query row sees the same MMAs and steps as in the plain Gluon dQ
     kernel, so dQ is the same bits; every element written (poisoned outputs)."""
-    cu = _cu(lengths, "cuda")
-    q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=9, device="cuda")
-    plan = flamia.ops.batch_plan(cu, q.shape[0], d)
-    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+    backward = _backward_case(lengths, hq, hkv, d, seed=9)
     monkeypatch.setenv("FLAMIA_DQ_KERNEL", "gluon")
     dqs = {}
     for mode in ("plain", "ws"):
         monkeypatch.setenv("FLAMIA_GLUON_DQ", mode)
-        dqs[mode] = K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end,
-                                    plan.order_dkdv, plan.order_dq, d ** -0.5)[0]
+        dqs[mode] = backward()[0]
     assert torch.isfinite(dqs["ws"]).all()
     assert torch.equal(dqs["ws"], dqs["plain"])
 
@@ -221,15 +227,11 @@ def test_warp_specialized_dq_is_the_plain_dq(lengths, hq, hkv, d, poisoned, monk
 def test_gluon_dq_matches_triton_dq(lengths, hq, hkv, d, monkeypatch):
     """Same tiles (128 queries x 64 keys), same recipe (bf16 dS): only the order of fp32
     accumulation inside the MMAs can differ."""
-    cu = _cu(lengths, "cuda")
-    q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=6, device="cuda")
-    plan = flamia.ops.batch_plan(cu, q.shape[0], d)
-    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+    backward = _backward_case(lengths, hq, hkv, d, seed=6)
     dqs = {}
     for kernel in ("triton", "gluon"):
         monkeypatch.setenv("FLAMIA_DQ_KERNEL", kernel)
-        dqs[kernel] = K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end,
-                                      plan.order_dkdv, plan.order_dq, d ** -0.5)[0]
+        dqs[kernel] = backward()[0]
     ref = dqs["triton"].float()
     rel = ((dqs["gluon"].float() - ref).norm() / ref.norm()).item()
     assert rel < 1e-3, f"dQ: relative difference {rel:.2e}"
@@ -242,15 +244,11 @@ def test_gluon_dkdv_matches_triton_dkdv(lengths, hq, hkv, d, monkeypatch):
     """Same tiles (64 queries x 128 keys), same recipe (bf16 P^T and dS^T, the GQA group's heads
     summed in registers in the same order): only the order of fp32 accumulation inside the MMAs
     can differ."""
-    cu = _cu(lengths, "cuda")
-    q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=7, device="cuda")
-    plan = flamia.ops.batch_plan(cu, q.shape[0], d)
-    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+    backward = _backward_case(lengths, hq, hkv, d, seed=7)
     grads = {}
     for kernel in ("triton", "gluon"):
         monkeypatch.setenv("FLAMIA_DKDV_KERNEL", kernel)
-        grads[kernel] = K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end,
-                                        plan.order_dkdv, plan.order_dq, d ** -0.5)[1:]
+        grads[kernel] = backward()[1:]
     for name, ref, got in zip(("dK", "dV"), grads["triton"], grads["gluon"]):
         rel = ((got.float() - ref.float()).norm() / ref.float().norm()).item()
         assert rel < 1e-3, f"{name}: relative difference {rel:.2e}"
