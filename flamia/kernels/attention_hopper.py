@@ -69,10 +69,10 @@ LOG2E = 1.4426950408889634
 # query rows, the layout's rule (warps_per_cta [warps, 1], 16 rows per warp). Default: 128 x 128
 # on 8 warps with 2 K/V slots, the fastest of bench/gluon_variants.py's sweep on the H200 (3 slots,
 # 224 KB of shared memory at D = 128, and 64 x 64 on 4 warps were not faster).
-# FLAMIA_GLUON_FWD="M,N,W,S" overrides it with the plain kernel; "M,N,W,S,ws" runs the warp-specialized forward
-# (_attn_fwd_hopper_ws_kernel: two consumer warpgroups, each its own partition, and a TMA
-# producer warp; M = 128, W = 8 only), "M,N,W,S,pingpong" the same with the two warpgroups
-# taking turns to issue their MMAs.
+# FLAMIA_GLUON_FWD="M,N,W,S" overrides it with the plain kernel; "M,N,W,S,ws" runs the
+# warp-specialized forward (_attn_fwd_hopper_ws_kernel: two consumer warpgroups, each its own
+# partition, and a TMA producer warp; M = 128, W = 8 only), "M,N,W,S,pingpong" the same with the
+# two warpgroups taking turns to issue their MMAs.
 FWD_MODES = ("ws", "pingpong")
 DEFAULT_CONFIG = (128, 128, 8, 2)
 # Default mode: warp-specialized ("ws"), 4-14% faster than the plain kernel on the H200 and the
@@ -1082,8 +1082,8 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse):
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
             _rows_view(o, half), lse, seg_start, order_fwd, lse.stride(0), total,
             softmax_scale * LOG2E, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n,
-            STAGES=stages, PINGPONG=mode == "pingpong", CONSUMER_REGS=WS_CONSUMER_REGS, PRODUCER_REGS=WS_PRODUCER_REGS,
-            num_warps=4)
+            STAGES=stages, PINGPONG=mode == "pingpong", CONSUMER_REGS=WS_CONSUMER_REGS,
+            PRODUCER_REGS=WS_PRODUCER_REGS, num_warps=4)
         return o, lse
     _attn_fwd_hopper_kernel[grid](
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
