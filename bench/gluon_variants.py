@@ -5,10 +5,11 @@ workloads, in one process on the GPU:
     python -m bench.gluon_variants --kernel dkdv [--configs 2,0 3,1]
     python -m bench.gluon_variants --kernel dq [--configs plain ws]
 
---kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S. --kernel dkdv: the dK/dV
-kernel, configs FLAMIA_GLUON_DKDV=S,D, or S,D,ws (the warp-specialized kernel), or S,D,fused (FLAMIA_DQ=fused: dQ added by the dK/dV
-kernel in key-tile order) or S,D,unordered (the same in any order), or triton,fused (the triton
-dK/dV kernel with FLAMIA_DQ=fused); timed as the whole backward call (the dQ kernel, where there
+--kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S[,ws|,pingpong]. --kernel
+dkdv: the dK/dV kernel, configs FLAMIA_GLUON_DKDV=S,D (the plain kernel), or S,D,ws (the
+warp-specialized one), or S,D,fused (FLAMIA_DQ=fused: dQ added by the dK/dV kernel in key-tile
+order) or S,D,unordered (the same in any order), or triton,fused (the triton dK/dV kernel with
+FLAMIA_DQ=fused); timed as the whole backward call (the dQ kernel, where there
 is one, is the triton one in every variant); "kernel ms" counts the dK/dV kernel only. The first
 row of each workload (the triton dK/dV kernel and dQ kernel) is the reference of the diffs. --kernel dq: the dQ kernel, configs
 FLAMIA_GLUON_DQ=plain|ws, timed as the whole backward call (dK/dV by the default kernel);
@@ -33,9 +34,10 @@ from bench.attention import causal_flops, workload_inputs
 from flamia.kernels import attention as K
 from flamia.ops import batch_plan
 
-DEFAULT_CONFIGS = ["128,128,8,2", "64,64,4,2", "64,64,4,3", "64,128,4,2", "128,64,8,3"]
+DEFAULT_CONFIGS = ["128,128,8,2,ws", "128,128,8,2", "128,128,8,2,pingpong", "64,64,4,2",
+                   "128,64,8,3"]
 # Riskiest last: a variant that hangs (the timeout ends the process) leaves the rows before it.
-DEFAULT_DKDV_CONFIGS = ["2,0", "4,1", "triton,fused", "2,0,unordered", "2,0,fused"]
+DEFAULT_DKDV_CONFIGS = ["2,0,ws", "2,0", "4,1", "triton,fused", "2,0,unordered", "2,0,fused"]
 
 
 def _dkdv_env(config: str) -> dict:
