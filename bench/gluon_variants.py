@@ -11,9 +11,9 @@ warp-specialized one), or S,D,fused (FLAMIA_DQ=fused: dQ added by the dK/dV kern
 order) or S,D,unordered (the same in any order), or triton,fused (the triton dK/dV kernel with
 FLAMIA_DQ=fused); timed as the whole backward call (the dQ kernel, where there
 is one, is the triton one in every variant); "kernel ms" counts the dK/dV kernel only. The first
-row of each workload (the triton dK/dV kernel and dQ kernel) is the reference of the diffs. --kernel dq: the dQ kernel, configs
-FLAMIA_GLUON_DQ=plain|ws, timed as the whole backward call (dK/dV by the default kernel);
-"kernel ms" counts the dQ kernel only.
+row of each workload (the triton dK/dV kernel and dQ kernel) is the reference of the diffs.
+--kernel dq: the dQ kernel, configs FLAMIA_GLUON_DQ=plain|ws, timed as the whole backward call
+(dK/dV by the default kernel); "kernel ms" counts the dQ kernel only.
 
 Per variant and workload: the output's relative difference to the triton kernel's (O; dK for
 dkdv: a check, not a precision measure), the median time of one call (do_bench, host work
