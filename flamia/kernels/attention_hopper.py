@@ -28,8 +28,10 @@ to ~1e-5 relative), built the way FlashAttention-3 builds its forward:
 
 The dQ kernel (_attn_bwd_dq_hopper_kernel, FLAMIA_DQ_KERNEL) computes what the triton dQ kernel
 computes, on the same tiles: K/V by TMA into a ring, S = Q K^T and dP = dO V^T issued together,
-P computed while dP runs, dQ += dS K; H200: 0.96 vs 1.05 ms on lognormal 1k, 0.45 vs 0.54 on
-U(32, 1024), 2.90 vs 2.92 on one document (bench/results/attention_20261203-2102_NVIDIA_H200.md).
+P computed while dP runs, dQ += dS K. By default warp-specialized like the forward
+(_attn_bwd_dq_hopper_ws_kernel; FLAMIA_GLUON_DQ=plain: the 8-warp kernel): H200
+(bench/results/dq_variants_20261204_H200.txt) one document 2.44 ms vs 3.03 for the triton kernel
+and 3.06 for the plain one, lognormal 1k 0.85 vs 1.09 / 0.98, U(32, 1024) 0.43 vs 0.57 / 0.45.
 
 The dK/dV kernel (FLAMIA_DKDV_KERNEL) computes the triton dK/dV kernel's function on its tiles
 (64 queries x 128 keys, the keys the MMAs' M dimension). By default warp-specialized like the
@@ -386,16 +388,13 @@ def _fwd_ws_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_b
                  q_bars.index(h), q_smem.index(h))
     for n in range(lo, hi):
         i = n - lo
-        slot = i % STAGES
         # A fresh mbarrier counts as having completed the phase before its first, so the first
         # round's waits (parity 1) pass at once.
         phase = ((i // STAGES) & 1) ^ 1
-        mbarrier.wait(k_empty.index(slot), phase)
-        mbarrier.expect(k_bars.index(slot), k_desc.block_type.nbytes)
-        tma_load(k_desc, [n * BLOCK_N, kv_col], k_bars.index(slot), k_smem.index(slot))
-        mbarrier.wait(v_empty.index(slot), phase)
-        mbarrier.expect(v_bars.index(slot), v_desc.block_type.nbytes)
-        tma_load(v_desc, [n * BLOCK_N, kv_col], v_bars.index(slot), v_smem.index(slot))
+        mbarrier.wait(k_empty.index(i % STAGES), phase)
+        _issue_tile(k_desc, k_smem, k_bars, n, i, hi, kv_col, BLOCK_N, STAGES)
+        mbarrier.wait(v_empty.index(i % STAGES), phase)
+        _issue_tile(v_desc, v_smem, v_bars, n, i, hi, kv_col, BLOCK_N, STAGES)
 
 
 @gluon.jit
@@ -596,14 +595,11 @@ def _dq_ws_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_
         tma_load(do_desc, [row, head * HEAD_DIM], q_bars.index(h), do_smem.index(h))
     for n in range(lo, hi):
         i = n - lo
-        slot = i % STAGES
         # A fresh mbarrier counts as having completed the phase before its first: the first
         # round's waits (parity 1) pass at once.
-        mbarrier.wait(kv_empty.index(slot), ((i // STAGES) & 1) ^ 1)
-        mbarrier.expect(k_bars.index(slot), k_desc.block_type.nbytes)
-        tma_load(k_desc, [n * BLOCK_N, kv_col], k_bars.index(slot), k_smem.index(slot))
-        mbarrier.expect(v_bars.index(slot), v_desc.block_type.nbytes)
-        tma_load(v_desc, [n * BLOCK_N, kv_col], v_bars.index(slot), v_smem.index(slot))
+        mbarrier.wait(kv_empty.index(i % STAGES), ((i // STAGES) & 1) ^ 1)
+        _issue_tile(k_desc, k_smem, k_bars, n, i, hi, kv_col, BLOCK_N, STAGES)
+        _issue_tile(v_desc, v_smem, v_bars, n, i, hi, kv_col, BLOCK_N, STAGES)
 
 
 @gluon.jit
@@ -957,7 +953,7 @@ def _attn_bwd_dkdv_hopper_kernel(
                False)
 
 
-# Warp-specialized dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,0,ws): the 128 keys of a tile are two
+# Warp-specialized dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,ws; the default): the 128 keys of a tile are two
 # consumer partitions of one warpgroup each (64 keys, their own K/V halves), a 1-warp producer
 # brings K/V and the ring's Q/dO tiles; a consumer releases a ring slot by an mbarrier arrival
 # (count 2) after its step's MMAs, instead of both warpgroups meeting at a CTA barrier before
@@ -1073,9 +1069,8 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse):
     total, hq, d = q.shape
     assert o.shape == q.shape and o.stride() == q.new_empty(q.shape).stride(), "o: contiguous"
     assert lse.shape == (hq, total) and lse.stride(1) == 1, "lse: [Hq, T], unit stride along T"
-    block_m, block_n, warps, stages = config()
+    (block_m, block_n, warps, stages), mode = _fwd_setting()
     grid = (hq, order_fwd.numel())
-    mode = fwd_mode()
     if mode:
         half = block_m // 2
         _attn_fwd_hopper_ws_kernel[grid](
