@@ -6,7 +6,8 @@ step's exponentials (64 per thread at 128 x 128 on 8 warps) there.
 
     python -m bench.gluon_report [--configs 128,128,8,2 64,64,4,2] [--d 128]
 
-(the forward for each configuration, then the dQ and dK/dV kernels).
+(the forward for each configuration, then the dQ and dK/dV kernels; --fwd8 mxfp8 nvfp4_fp8: the
+FP8 forward too).
 
 Use the GPU image's triton to judge the GPU's code (see bench/sass_report.py):
     PYTHONPATH=/tmp/t36:$PWD python -m bench.gluon_report
@@ -73,14 +74,32 @@ def compile_dkdv(pipeline: str | None = None, d: int = 128, hq: int = 16, hkv: i
                     FUSE_DQ=fuse_dq > 0, ORDERED=fuse_dq == 1)
 
 
-def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), **extra_consts):
+def compile_fwd8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float8_e4m3fn):
+    """The compiled FP8 forward (FWD8_CONFIG); qk_dtype bfloat16: nvfp4_fp8's Q and K."""
+    m, n, _, st = H.FWD8_CONFIG
+    descs = {"q_desc": H._rows_view(torch.empty(4096, hq, d, dtype=qk_dtype), m // 2),
+             "k_desc": H._rows_view(torch.empty(4096, hkv, d, dtype=qk_dtype), n),
+             "vt_desc": H._token_major_view(
+                 torch.empty(hkv, d, 4096, dtype=torch.float8_e4m3fn), n),
+             "o_desc": H._rows_view(torch.empty(4096, hq, d, dtype=torch.bfloat16), m // 2)}
+    # The scale rows' head stride (2 T) is a multiple of 16 at the benchmark's sizes, which the
+    # launch specializes on: the scale loads are 16-byte vectors then.
+    return _compile(H._attn_fwd8_hopper_ws_kernel, (), (), (m // 2, n, 4, st), d, hq, hkv,
+                    drop=("BLOCK_M", ), descs=descs, aligned=("stride_skh", ),
+                    CONSUMER_REGS=H.FWD8_CONSUMER_REGS, PRODUCER_REGS=H.FWD8_PRODUCER_REGS)
+
+
+def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), descs=None, aligned=(),
+             **extra_consts):
     """Descriptors of CPU tensors stand in for the GPU's: only their dtype, block shape and
-    layout enter the signature."""
+    layout enter the signature. ``descs``: descriptors by argument name, instead of bf16 ones
+    for query_descs and key_descs; ``aligned``: integer arguments known to be multiples of 16."""
     m, n, w, st = config
-    q = torch.empty(4096, hq, d, dtype=torch.bfloat16)
-    k = torch.empty(4096, hkv, d, dtype=torch.bfloat16)
-    descs = {f"{x}_desc": H._rows_view(q, m) for x in query_descs}
-    descs.update({f"{x}_desc": H._rows_view(k, n) for x in key_descs})
+    if descs is None:
+        q = torch.empty(4096, hq, d, dtype=torch.bfloat16)
+        k = torch.empty(4096, hkv, d, dtype=torch.bfloat16)
+        descs = {f"{x}_desc": H._rows_view(q, m) for x in query_descs}
+        descs.update({f"{x}_desc": H._rows_view(k, n) for x in key_descs})
     consts = dict(H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=m, BLOCK_N=n, STAGES=st, num_warps=w,
                   **extra_consts)
     for name in drop:  # constexprs this kernel does not take
@@ -97,6 +116,8 @@ def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), **extra_co
             attrs[(i,)] = [["tt.divisibility", 16]]
         else:
             sig[arg] = "fp32" if arg in ("c", "sm_scale") else "i32"  # total, strides, counts
+            if arg in aligned:
+                attrs[(i,)] = [["tt.divisibility", 16]]
     src = GluonASTSource(fn=fn, signature=sig, attrs=attrs,
                          constexprs={(fn.arg_names.index(a),): v for a, v in consts.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
@@ -127,13 +148,15 @@ def overlapped_exps(lines: list[str]) -> list[tuple[str, int]]:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--configs", nargs="+", default=[",".join(map(str, H.DEFAULT_CONFIG))])
-    ap.add_argument("--dkdv", nargs="+", default=[""],
+    ap.add_argument("--configs", nargs="*", default=[",".join(map(str, H.DEFAULT_CONFIG))])
+    ap.add_argument("--dkdv", nargs="*", default=[""],
                     help="FLAMIA_GLUON_DKDV values of the dK/dV kernel ('' = default)")
     ap.add_argument("--fuse-dq", type=int, nargs="+", default=[0],
                     help="dK/dV kernel: 0 dQ kernel, 1 fused dQ ordered, 2 fused dQ unordered")
-    ap.add_argument("--dq", nargs="+", default=["plain"], choices=H.DQ_MODES,
+    ap.add_argument("--dq", nargs="*", default=["plain"], choices=H.DQ_MODES,
                     help="FLAMIA_GLUON_DQ values of the dQ kernel")
+    ap.add_argument("--fwd8", nargs="*", default=[], choices=("mxfp8", "nvfp4_fp8"),
+                    help="also the FP8 forward for these recipes")
     ap.add_argument("--d", type=int, default=128)
     args = ap.parse_args(argv)
     print(f"# triton {triton.__version__}, sm_90, D={args.d}")
@@ -142,11 +165,15 @@ def main(argv=None):
     for name, compiled in [(f"fwd {c}", compile_fwd(c, args.d)) for c in args.configs] + [
             (f"dq {dq} {m}", compile_dq(args.d, mode=m)) for m in args.dq] + [
             (f"dkdv {dkdv} {p or 'default'} fuse_dq={f}", compile_dkdv(p, args.d, fuse_dq=f))
-            for p in args.dkdv for f in args.fuse_dq if not (p.endswith("ws") and f)]:
+            for p in args.dkdv for f in args.fuse_dq if not (p.endswith("ws") and f)] + [
+            (f"fwd8 {r}", compile_fwd8(args.d, qk_dtype=torch.bfloat16 if r == "nvfp4_fp8"
+                                       else torch.float8_e4m3fn)) for r in args.fwd8]:
         print(f"gluon {name}: shared {compiled.metadata.shared} B, "
               f"{registers_and_spills(compiled.asm['ptx'])}")
         lines = sass_lines(compiled.asm["cubin"])
-        print(f"  HGMMA {sum('HGMMA' in line for line in lines)}")
+        # HGMMA: BF16 MMAs; QGMMA: FP8 ones
+        print(f"  HGMMA {sum('HGMMA' in line for line in lines)} "
+              f"QGMMA {sum('QGMMA' in line for line in lines)}")
         print("  MMA waits (pending groups allowed: exponentials overlapping the MMAs in flight): "
               + ", ".join(f"{n}: {e}" for n, e in overlapped_exps(lines)))
 

@@ -4,6 +4,7 @@ workloads, in one process on the GPU:
     python -m bench.gluon_variants [--configs 128,128,8,2 64,64,4,2] [--dists one_doc u32_1024]
     python -m bench.gluon_variants --kernel dkdv [--configs 2,0 3,1]
     python -m bench.gluon_variants --kernel dq [--configs plain ws]
+    python -m bench.gluon_variants --kernel fwd8 [--configs mxfp8 nvfp4_fp8]
 
 --kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S[,ws|,pingpong]. --kernel
 dkdv: the dK/dV kernel, configs FLAMIA_GLUON_DKDV=S,D (the plain kernel), or S,D,ws (the
@@ -14,6 +15,9 @@ is one, is the triton one in every variant); "kernel ms" counts the dK/dV kernel
 row of each workload (the triton dK/dV kernel and dQ kernel) is the reference of the diffs.
 --kernel dq: the dQ kernel, configs FLAMIA_GLUON_DQ=plain|ws, timed as the whole backward call
 (dK/dV by the default kernel); "kernel ms" counts the dQ kernel only.
+--kernel fwd8: the FP8 forward alone on Q, K, V quantized beforehand (configs: recipes), the
+triton kernel (64-query tiles) against the Gluon one (FLAMIA_FWD_KERNEL=gluon); "bitwise" says
+whether O and lse2 are the same bits.
 
 Per variant and workload: the output's relative difference to the triton kernel's (O; dK for
 dkdv: a check, not a precision measure), the median time of one call (do_bench, host work
@@ -75,11 +79,44 @@ def host_us(fn, calls=50):
     return (t1 - t0) / calls * 1e6
 
 
+def fwd8_rows(dist, recipes, d):
+    """--kernel fwd8: the triton and Gluon FP8 forwards of each recipe on one workload."""
+    from triton.testing import do_bench
+
+    from flamia.kernels.quantize import quantize_qkv
+
+    lengths, q, k, v, _, cu = workload_inputs(dist, 4, 8192, 16, 16, d)
+    flops = causal_flops(lengths, 16, d)
+    for recipe in recipes:
+        q8, sq, k8, _, vt8, skv = quantize_qkv(q.detach(), k.detach(), v.detach(),
+                                               qk_nvfp4=recipe == "nvfp4_fp8")
+        fp8 = {"sq": sq, "skv": skv, "vt": vt8, "qk_bf16": recipe == "nvfp4_fp8"}
+        ref = None
+        for kernel in ("triton", "gluon"):
+            with mock.patch.dict(os.environ, {"FLAMIA_FWD_KERNEL": kernel}):
+                try:
+                    plan = batch_plan(cu, q.shape[0], d, fp8=True)
+                    fn = lambda: K.attention_fwd(q8, k8, None, plan.seg_start, plan.order_fwd,
+                                                 d ** -0.5, fp8=fp8)
+                    o, lse = fn()
+                    ref = ref or (o, lse)
+                    rel = ((o.float() - ref[0].float()).norm() / ref[0].float().norm()).item()
+                    same = torch.equal(o, ref[0]) and torch.equal(lse, ref[1])
+                    ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+                    kms = kernel_ms(fn)
+                    print(f"| {dist} | {recipe} {kernel} | {rel:.1e} ({'bitwise' if same else 'differs'}) "
+                          f"| {ms:.3f} | {kms:.3f} | {host_us(fn):.0f} | {flops / kms / 1e9:.0f} |",
+                          flush=True)
+                except Exception as exc:  # one failing variant must not hide the others
+                    print(f"| {dist} | {recipe} {kernel} | {type(exc).__name__}: "
+                          f"{str(exc)[:80]} | | | | |", flush=True)
+
+
 def main(argv=None):
     from triton.testing import do_bench
 
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--kernel", choices=("fwd", "dkdv", "dq"), default="fwd")
+    ap.add_argument("--kernel", choices=("fwd", "dkdv", "dq", "fwd8"), default="fwd")
     ap.add_argument("--configs", nargs="+")
     ap.add_argument("--dists", nargs="+", default=["one_doc", "lognormal_1k", "u32_1024"])
     ap.add_argument("--d", type=int, default=128)
@@ -88,13 +125,16 @@ def main(argv=None):
     args = ap.parse_args(argv)
     fwd = args.kernel == "fwd"
     configs = args.configs or {"fwd": DEFAULT_CONFIGS, "dkdv": DEFAULT_DKDV_CONFIGS,
-                               "dq": ["plain", "ws"]}[args.kernel]
+                               "dq": ["plain", "ws"], "fwd8": ["mxfp8"]}[args.kernel]
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"| workload | {args.kernel} | {'O' if fwd else 'dQ, dK, dV'} rel diff to triton | "
+    print(f"| workload | {args.kernel} | {'O' if args.kernel in ('fwd', 'fwd8') else 'dQ, dK, dV'} rel diff to triton | "
           "ms (do_bench) | kernel ms | host us | TFLOP/s (kernel) |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for dist in args.dists:
+        if args.kernel == "fwd8":
+            fwd8_rows(dist, configs, args.d)
+            continue
         lengths, q, k, v, do, cu = workload_inputs(dist, 4, 8192, 16, 16, args.d)
         q, k, v, do = q.detach(), k.detach(), v.detach(), do.detach()
         flops = causal_flops(lengths, 16, args.d)  # the forward's; dK/dV: 2x (4 matmuls)

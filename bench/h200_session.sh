@@ -13,6 +13,7 @@
 #         against the triton kernel (bench/gluon_variants.py --kernel dkdv) (~5 min)
 #   dkdvws: the warp-specialized Gluon dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,ws): variants, Hopper GPU
 #           tests, quick benchmark with it
+#   fwd8: the Gluon FP8 forward: FP8 GPU tests, triton vs Gluon FP8 forward, quick mxfp8 benchmark
 #   dqws: the warp-specialized Gluon dQ kernel (FLAMIA_GLUON_DQ=ws): variants, GPU tests, benchmark
 #   ws: the warp-specialized Gluon forward (FLAMIA_GLUON_FWD=...,ws): forward variants, Hopper GPU tests
 #   profile: Nsight Compute (ncu) on the bf16 and mxfp8 kernels, stall reasons per SASS line
@@ -143,6 +144,19 @@ dkdvws)  # the warp-specialized Gluon dK/dV kernel: its variants first (a hang e
     step "bench" 200 python -m bench.attention --quick --profile --dists lognormal_1k one_doc \
     u32_1024 --providers flamia-bf16 cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_attn_|^###|Error" $OUT/bench.log | tail -30
+  ;;
+fwd8)  # the Gluon FP8 forward: its GPU tests and the FP8 tests (auto runs it), the FP8 forward
+      # alone (triton vs Gluon), then the rest of the Hopper tests and a quick mxfp8 benchmark
+  FLAMIA_AUTOTUNE=0 step "fp8 gpu tests" 200 python -m pytest -q -p no:cacheprovider -k fp8 \
+    tests/test_kernels_hopper.py tests/test_kernels_fp8.py > $OUT/gpu_tests_fp8.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests_fp8.log | tail -12
+  FLAMIA_AUTOTUNE=8x3,4x3 step "fwd8 variants" 120 python -m bench.gluon_variants --kernel fwd8 \
+    --configs mxfp8 nvfp4_fp8 > $OUT/fwd8_variants.txt 2>&1
+  grep -vE "Warn|warn" $OUT/fwd8_variants.txt | tail -14
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-150} python -m bench.attention --quick --profile \
+    --dists lognormal_1k one_doc --providers flamia-bf16 flamia-mxfp8 cudnn-thd cudnn-dense \
+    --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*(_attn_|quant)|^###|Error" $OUT/bench.log | tail -30
   ;;
 dqws)  # the warp-specialized Gluon dQ kernel: its variants, the GPU tests of the Gluon kernels,
        # a quick benchmark of the defaults (all three Gluon kernels warp-specialized)

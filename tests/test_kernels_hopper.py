@@ -48,12 +48,13 @@ def test_fwd_kernel_switch(monkeypatch):
     with pytest.raises(ValueError, match="accepted"):
         K.fwd_kernel()
     monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
-    assert K.fwd_kernel(fp8=True) == "triton"  # FP8 recipes keep the triton forward
     if DEVICE == "cpu":
-        with pytest.raises(ValueError, match="TRITON_INTERPRET"):
-            K.fwd_kernel()
+        for fp8 in (False, True):  # the forward has a Gluon FP8 kernel too
+            with pytest.raises(ValueError, match="TRITON_INTERPRET"):
+                K.fwd_kernel(fp8=fp8)
     monkeypatch.setenv("FLAMIA_FWD_KERNEL", "auto")
     assert K.fwd_kernel() == ("gluon" if HOPPER else "triton")
+    assert K.fwd_kernel(fp8=True) == "triton"  # the Gluon FP8 forward only when asked for
     monkeypatch.delenv("FLAMIA_FWD_KERNEL")
     assert K.fwd_kernel() == ("gluon" if HOPPER else "triton")  # auto is the default
     monkeypatch.delenv("FLAMIA_DQ_KERNEL", raising=False)
@@ -319,6 +320,77 @@ def test_gluon_kernels_do_not_leak(dq_mode, fwd, dkdv, dq, gluon_kernels, monkey
     for r in res.values():
         assert r.n_compared > 0
         assert r.max_abs_delta == 0.0, str(r)
+
+
+def _fp8_forward_inputs(lengths, hq, hkv, d, recipe, seed=7):
+    """Q, K, V of a GPU case quantized as the FP8 forward quantizes them, and its ``fp8``
+    arguments (kernels.attention.attention_fwd)."""
+    from flamia.kernels.quantize import quantize_qkv
+
+    q, k, v, _ = rand_qkvdo(sum(lengths), hq, hkv, d, seed=seed, device="cuda")
+    q8, sq, k8, _, vt8, skv = quantize_qkv(q, k, v, qk_nvfp4=recipe == "nvfp4_fp8")
+    return q8, k8, {"sq": sq, "skv": skv, "vt": vt8, "qk_bf16": recipe == "nvfp4_fp8"}
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4_fp8"])
+@pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128)])
+def test_gluon_fp8_forward_is_the_triton_fp8_forward(lengths, hq, hkv, d, recipe, poisoned,
+                                                      monkeypatch):
+    """The warp-specialized Gluon FP8 forward (128-query tiles) computes the triton FP8 forward's
+    function (64-query tiles) on the same 64-key tiles: the same MMAs per tile, P' quantized per
+    row of the same tiles, O updated as O * alpha + X * scale in the same order (see _fwd8_step):
+    the same bits. Every element written (poisoned outputs)."""
+    cu = _cu(lengths, "cuda")
+    q8, k8, fp8 = _fp8_forward_inputs(lengths, hq, hkv, d, recipe)
+    outs = {}
+    for kernel in ("triton", "gluon"):
+        monkeypatch.setenv("FLAMIA_FWD_KERNEL", kernel)
+        plan = flamia.ops.batch_plan(cu, q8.shape[0], d, fp8=True)
+        outs[kernel] = K.attention_fwd(q8, k8, None, plan.seg_start, plan.order_fwd, d ** -0.5,
+                                       fp8=fp8)
+    (o_t, lse_t), (o_g, lse_g) = outs["triton"], outs["gluon"]
+    assert torch.isfinite(o_g).all() and torch.isfinite(lse_g).all()
+    rel = ((o_g.float() - o_t.float()).norm() / o_t.float().norm()).item()
+    assert torch.equal(o_g, o_t), f"O differs: relative {rel:.2e}"
+    assert torch.equal(lse_g, lse_t), f"lse2 differs: max {(lse_g - lse_t).abs().max():.2e}"
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4_fp8"])
+def test_gluon_fp8_forward_does_not_leak(recipe, monkeypatch):
+    """The probes on the FP8 recipes with the Gluon FP8 forward asked for (no fallback)."""
+    monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
+    total = 4096
+    cu = adversarial_cu_seqlens(total, device="cuda")
+    q, k, v, do = rand_qkvdo(total, 8, 2, 128, seed=4, device="cuda")
+    res = probe_attention(
+        lambda *a: flamia.attention(*a, total, recipe=recipe, impl="triton"), q, k, v, cu, do,
+        max_targets=3)
+    for r in res.values():
+        assert r.n_compared > 0
+        assert r.max_abs_delta == 0.0, str(r)
+
+
+@pytest.mark.gpu
+@hopper
+def test_gluon_fp8_forward_refuses_bad_inputs():
+    """Wrong dtypes and layouts raise with what is accepted."""
+    from flamia.kernels import attention_hopper as H
+
+    q8, k8, fp8 = _fp8_forward_inputs([100, 156], 4, 4, 128, "mxfp8")
+    o = torch.empty(q8.shape, dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty(q8.shape[1], q8.shape[0], device="cuda")
+    args = (fp8["sq"], fp8["skv"], torch.zeros(3, dtype=torch.int32, device="cuda"),
+            torch.zeros(2, dtype=torch.int32, device="cuda"), 0.1, o, lse)
+    with pytest.raises(ValueError, match="q must be torch.bfloat16 or torch.float8_e4m3fn"):
+        H.attention_fwd8_hopper(q8.float(), k8, fp8["vt"], *args)
+    with pytest.raises(ValueError, match="one dtype"):
+        H.attention_fwd8_hopper(q8, k8.bfloat16(), fp8["vt"], *args)
+    with pytest.raises(ValueError, match="token-contiguous copy"):
+        H.attention_fwd8_hopper(q8, k8, fp8["vt"].bfloat16(), *args)
 
 
 @pytest.mark.gpu

@@ -131,14 +131,15 @@ def _is_hopper() -> bool:
             and torch.cuda.get_device_capability()[0] == 9)
 
 
-def _kernel_choice(env: str, fp8: bool) -> str:
-    """"triton" or "gluon" for a BF16 kernel that has both: env = auto (default: gluon on Hopper,
-    else triton), triton or gluon. The FP8 recipes always run the triton
-    kernels."""
+def _kernel_choice(env: str, fp8: bool, gluon_fp8: bool = False) -> str:
+    """"triton" or "gluon" for a kernel that has both: env = auto (default: gluon on Hopper,
+    else triton), triton or gluon. gluon_fp8: the kernel has a Gluon FP8 variant (the forward),
+    which runs when asked for (env=gluon); otherwise, and with auto, the FP8 recipes run the
+    triton kernel."""
     choice = os.environ.get(env, "auto")
     if choice not in KERNEL_CHOICES:
         raise ValueError(f"{env}={choice!r}; accepted: {KERNEL_CHOICES}")
-    if fp8:
+    if fp8 and (not gluon_fp8 or choice == "auto"):
         return "triton"
     if choice == "gluon" and INTERPRET:
         raise ValueError(f"{env}=gluon: Gluon kernels do not run under TRITON_INTERPRET")
@@ -148,11 +149,13 @@ def _kernel_choice(env: str, fp8: bool) -> str:
 
 
 def fwd_kernel(fp8: bool = False) -> str:
-    """Which BF16 forward runs, "triton" (_attn_fwd_kernel) or "gluon" (kernels/attention_hopper.py:
-    asynchronous warpgroup MMAs, TMA loads; Hopper only, no interpreter; 3-15% faster on the
-    H200, bench/results/fwd_variants_20261203_H200.txt). FLAMIA_FWD_KERNEL=auto (default: gluon
-    on Hopper, else triton), triton or gluon; read at every launch and by the batch plan."""
-    return _kernel_choice("FLAMIA_FWD_KERNEL", fp8)
+    """Which forward runs, "triton" (_attn_fwd_kernel) or "gluon" (kernels/attention_hopper.py:
+    warp-specialized, asynchronous warpgroup MMAs, TMA loads; Hopper only, no interpreter).
+    FLAMIA_FWD_KERNEL=auto (default: gluon on Hopper for BF16, else triton), triton or gluon;
+    read at every launch and by the batch plan. The Gluon FP8 forward runs only when asked for
+    (gluon): it computes the triton FP8 forward's bits and is no faster (one document 2.62 vs
+    2.58 ms, U(32, 1024) 0.51 vs 0.42; bench/results/fwd8_variants_20261204_H200.txt)."""
+    return _kernel_choice("FLAMIA_FWD_KERNEL", fp8, gluon_fp8=True)
 
 
 def dq_kernel(fp8: bool = False) -> str:
@@ -185,7 +188,7 @@ def _gluon_takes(env: str, why: str | None) -> bool:
 def fwd_blocks(d: int, fp8: bool = False) -> tuple[int, int]:
     if fwd_kernel(fp8) == "gluon":
         from . import attention_hopper
-        return attention_hopper.config()[:2]
+        return attention_hopper.FWD8_CONFIG[:2] if fp8 else attention_hopper.config()[:2]
     return _blocks("fwd", d, fp8)
 
 
@@ -915,15 +918,24 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
     block_m, block_n = fwd_blocks(d, fp8 is not None)
     if fwd_kernel(fp8 is not None) == "gluon":
         from . import attention_hopper
-        why = attention_hopper.supports(q=q, k=k, v=v)
-        if _gluon_takes("FLAMIA_FWD_KERNEL", why):
-            return attention_hopper.attention_fwd_hopper(q, k, v, seg_start, order_fwd,
-                                                         softmax_scale, o, lse)
-        # The triton forward takes over, if the plan's query tiles (the Gluon ones) fit it.
-        triton_m, block_n = _blocks("fwd", d, False)
-        if triton_m != block_m:
-            raise ValueError(f"Gluon forward: {why}; the triton forward runs {triton_m}-query "
-                             f"tiles, the batch plan has {block_m} (FLAMIA_GLUON_FWD)")
+        if fp8 is None:
+            why = attention_hopper.supports(q=q, k=k, v=v)
+            if _gluon_takes("FLAMIA_FWD_KERNEL", why):
+                return attention_hopper.attention_fwd_hopper(q, k, v, seg_start, order_fwd,
+                                                             softmax_scale, o, lse)
+            # The triton forward takes over, if the plan's query tiles (the Gluon ones) fit it.
+            triton_m, block_n = _blocks("fwd", d, False)
+            if triton_m != block_m:
+                raise ValueError(f"Gluon forward: {why}; the triton forward runs {triton_m}-query "
+                                 f"tiles, the batch plan has {block_m} (FLAMIA_GLUON_FWD)")
+        else:
+            why = attention_hopper.supports(fp8=("q", "k"), q=q, k=k)
+            if _gluon_takes("FLAMIA_FWD_KERNEL", why):
+                return attention_hopper.attention_fwd8_hopper(
+                    q, k, fp8["vt"], fp8["sq"], _check_key_scales(fp8["skv"]), seg_start,
+                    order_fwd, softmax_scale, o, lse)
+            # The triton FP8 forward on the plan's query tiles (its key tiles are the
+            # recipe's 64-token group, as the Gluon kernel's).
     if fp8 is None:
         _check_unit_d(v)
         sq = skv = lse  # unused (IS_FP8=False)

@@ -61,6 +61,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from .quantize import e8m0_exponent, pow2
+
 # Renamed after triton 3.6 (the H200 image's); CI's triton 3.9 compiles this module too.
 tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
@@ -115,21 +117,28 @@ def fwd_mode() -> str:
 
 
 @gluon.jit
-def _issue_tile(desc, smem, bars, n, i, hi, col, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+def _issue_tile(desc, smem, bars, n, i, hi, col, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                TOKEN_MAJOR: gl.constexpr = False):
     """TMA load of key tile n (the i-th tile this program visits) of K or V into ring slot
-    i % STAGES; none past the last visited tile hi - 1."""
+    i % STAGES; none past the last visited tile hi - 1. TOKEN_MAJOR: desc is over a
+    token-contiguous copy [H * D, T_pad] (tokens along columns; the FP8 forward's V)."""
     slot = i % STAGES
     pred = n < hi
     mbarrier.expect(bars.index(slot), desc.block_type.nbytes, pred=pred)
-    tma_load(desc, [n * BLOCK_N, col], bars.index(slot), smem.index(slot), pred=pred)
+    if TOKEN_MAJOR:
+        tma_load(desc, [col, n * BLOCK_N], bars.index(slot), smem.index(slot), pred=pred)
+    else:
+        tma_load(desc, [n * BLOCK_N, col], bars.index(slot), smem.index(slot), pred=pred)
 
 
 @gluon.jit
 def _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, MASKED: gl.constexpr,
-                  BLOCK_N: gl.constexpr, s_layout: gl.constexpr):
+                  BLOCK_N: gl.constexpr, s_layout: gl.constexpr, ROW_C: gl.constexpr = False):
     """The online-softmax step of kernels.attention._fwd_tile on the logits tile s = Q K_n^T:
     masked tiles hide keys before each row's segment start and after the row; the running max
-    is an integer (exact power-of-two rescaling). Returns P (fp32), the new max, l and alpha."""
+    is an integer (exact power-of-two rescaling). Returns P (fp32), the new max, l and alpha.
+    c: the factor of the base-2 logits, one scalar (BF16) or one per row (ROW_C, FP8: sQ times
+    the softmax scale)."""
     if MASKED:
         offs_n = n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         visible = ((gl.expand_dims(offs_n, 0) >= gl.expand_dims(seg_start_m, 1))
@@ -138,7 +147,10 @@ def _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, MASKED: gl.constexpr,
     m_new = gl.maximum(m_i, gl.ceil(gl.max(s, 1) * c))
     m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)
     alpha = gl.exp2(m_i - m_sub)
-    p = gl.exp2(s * c - gl.expand_dims(m_sub, 1))
+    if ROW_C:
+        p = gl.exp2(s * gl.expand_dims(c, 1) - gl.expand_dims(m_sub, 1))
+    else:
+        p = gl.exp2(s * c - gl.expand_dims(m_sub, 1))
     l_i = l_i * alpha + gl.sum(p, 1)
     return p, m_new, l_i, alpha
 
@@ -379,9 +391,10 @@ WS_PRODUCER_REGS = 40
 @gluon.jit
 def _fwd_ws_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
                      k_empty, v_empty, head, kv_col, start_m, lo, hi, HEAD_DIM: gl.constexpr,
-                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, V_TOKEN_MAJOR: gl.constexpr = False):
     """The TMA producer warp: both halves of the Q tile, then K_n and V_n into slot
-    (n - lo) % STAGES once both consumers have released the tile that was there."""
+    (n - lo) % STAGES once both consumers have released the tile that was there.
+    V_TOKEN_MAJOR: v_desc is over V's token-contiguous copy (the FP8 forward)."""
     for h in gl.static_range(2):
         mbarrier.expect(q_bars.index(h), q_desc.block_type.nbytes)
         tma_load(q_desc, [start_m + h * q_desc.block_type.shape[0], head * HEAD_DIM],
@@ -394,7 +407,7 @@ def _fwd_ws_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_b
         mbarrier.wait(k_empty.index(i % STAGES), phase)
         _issue_tile(k_desc, k_smem, k_bars, n, i, hi, kv_col, BLOCK_N, STAGES)
         mbarrier.wait(v_empty.index(i % STAGES), phase)
-        _issue_tile(v_desc, v_smem, v_bars, n, i, hi, kv_col, BLOCK_N, STAGES)
+        _issue_tile(v_desc, v_smem, v_bars, n, i, hi, kv_col, BLOCK_N, STAGES, V_TOKEN_MAJOR)
 
 
 @gluon.jit
@@ -433,6 +446,214 @@ def _attn_fwd_hopper_ws_kernel(
         (_fwd_ws_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars,
                             v_bars, k_empty, v_empty, head, kv_col, start_m, lo, hi, HEAD_DIM,
                             BLOCK_N, STAGES)),
+    ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+
+
+# ------------------------------------------------------------------------------------------
+# FP8 forward (mxfp8, nvfp4_fp8): kernels.attention._fwd_tile's IS_FP8 function, warp-specialized
+# ------------------------------------------------------------------------------------------
+
+# 128 queries (two consumer warpgroups) x 64 keys: the key tile is the recipe's 64-token group of
+# P' (one E8M0 scale per row per 64 keys, recipes.Recipe.inreg_group), 3 ring slots (an FP8
+# K tile and V^T tile are 8 KB each at D = 128).
+FWD8_CONFIG = (128, 64, 8, 3)
+FWD8_CONSUMER_REGS = 232
+FWD8_PRODUCER_REGS = 40
+
+
+@gluon.jit
+def _key_scales8(skv_ptr, n, total, MASKED: gl.constexpr, BLOCK_N: gl.constexpr,
+                 s_layout: gl.constexpr):
+    """sK and sV of key tile n from the [T, 2] rows of this program's kv head (1 past the last
+    token, as the triton kernel loads them), in the layout of S's columns. Read as one flat
+    [2 * BLOCK_N] vector whose layout gives each thread the 16 contiguous bytes (sK, sV of two
+    adjacent keys) that S's accumulator layout puts in its columns (keys 2t, 2t + 1 of every 8,
+    t = lane % 4): 8 vector loads instead of 32 scalar ones; split, it is S's column layout."""
+    flat: gl.constexpr = gl.DistributedLinearLayout(
+        reg_bases=[[1], [2], [16], [32], [64]], lane_bases=[[4], [8], [0], [0], [0]],
+        warp_bases=[[0], [0]], block_bases=[], shape=[2 * BLOCK_N])
+    offs = 2 * n * BLOCK_N + gl.arange(0, 2 * BLOCK_N, layout=flat)
+    if MASKED:
+        rows = gl.load(skv_ptr + offs, mask=offs < 2 * total, other=1.0)
+    else:
+        rows = gl.load(skv_ptr + offs)
+    sk, sv = gl.split(gl.reshape(rows, [BLOCK_N, 2]))
+    cols: gl.constexpr = gl.SliceLayout(0, s_layout)
+    return gl.convert_layout(sk, cols), gl.convert_layout(sv, cols)
+
+
+@gluon.jit
+def _quantize_p8(p, sv):
+    """P' = P sV scaled for E4M3 per row of the tile (kernels.attention._quantize_rows): the row's
+    power-of-two scale over its visible entries (masked entries of P are exactly 0) and P' / scale
+    in fp32, which the E4M3 cast (saturating, round to nearest even) turns into the MMA operand
+    (_p8_operand). P >= 0 and sV > 0, so the row maximum is the row's absolute maximum."""
+    pf = p * gl.expand_dims(sv, 0)
+    exp = e8m0_exponent(gl.max(pf, 1))
+    return pf * gl.expand_dims(pow2(-exp), 1), pow2(exp)
+
+
+@gluon.jit
+def _p8_operand(pq, p_layout: gl.constexpr):
+    """The E4M3 MMA operand of _quantize_p8's scaled P'. Cast where it is used: an 8-bit operand
+    carried across the loop was unpacked into one byte per register and packed again (56 PRMT
+    per step in the SASS)."""
+    return gl.convert_layout(pq.to(gl.float8e4nv), p_layout)
+
+
+@gluon.jit
+def _fwd8_step(acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
+               v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total,
+               MASKED: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+               s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
+    """Step n (> lo), as _fwd_step: S_n = Q K_n^T and X = P'_{n-1} V_{n-1} issued together (P'
+    cast to E4M3 while S_n runs), the softmax and scaling of S_n beside X. X runs from a zero
+    accumulator (the triton kernel's per-tile FP8 MMA chain, not a chain over all tiles in the
+    tensor core's narrower FP8 accumulation); O = (O + X * scale(P'_{n-1})) * alpha_n in fp32,
+    the triton kernel's O * alpha_n + X * scale per tile: alpha and the scales are powers of two,
+    so both round once, alike. No MMA is in flight across the loop's back edge: one that was
+    (X_{n-1} waited in step n) made ptxas serialize every MMA (C7514)."""
+    i = n - lo
+    slot = i % STAGES
+    prev = (i - 1) % STAGES
+    sk, sv = _key_scales8(skv_ptr, n, total, MASKED, BLOCK_N, s_layout)
+    mbarrier.wait(k_bars.index(slot), (i // STAGES) & 1)
+    mbarrier.wait(v_bars.index(prev), ((i - 1) // STAGES) & 1)
+    s = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
+                      is_async=True)
+    x = warpgroup_mma(_p8_operand(pq, p_layout), vt_smem.index(prev).permute((1, 0)), o_zero,
+                      use_acc=False, is_async=True)
+    s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+    mbarrier.arrive(k_empty.index(slot))
+    p, m_i, l_i, alpha = _softmax_step(s * gl.expand_dims(sk, 0), m_i, l_i, c, offs_m,
+                                       seg_start_m, n, MASKED, BLOCK_N, s_layout, True)
+    pq, scale = _quantize_p8(p, sv)
+    # Only x in deps: the wait's lowering takes 16- and 32-bit registers, not P''s 8-bit ones
+    # (triton 3.6); ptxas keeps the operand registers of an MMA in flight until its wait.
+    x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
+    mbarrier.arrive(v_empty.index(prev))
+    rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    acc = (acc + x * gl.expand_dims(p_scale, 1)) * gl.expand_dims(
+        gl.convert_layout(alpha, rows_o), 1)
+    return acc, pq, gl.convert_layout(scale, rows_o), m_i, l_i
+
+
+@gluon.jit
+def _fwd8_rows(q_smem, q_bar, o_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, v_empty, o_desc,
+               sq_ptr, skv_ptr, lse_ptr, seg_start_ptr, stride_sqh, stride_lh, total, qk_scale,
+               head, row0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
+               HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr):
+    """One consumer warpgroup of the FP8 forward: query rows row0 .. row0 + 63 of ``head``
+    (_fwd_rows' structure): O by TMA store through o_smem, lse2 to lse_ptr. QK_K: the MMA's K
+    step of S = Q K^T (32 for E4M3 Q and K, 16 for nvfp4_fp8's bf16-held NVFP4 values)."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, QK_K])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 32])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
+    rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    offs_m, row_ok, seg_start_m = _query_rows(seg_start_ptr, row0, total, ROWS, rows_s)
+    # Per-row factor of the base-2 logits: sQ * softmax scale * log2(e) (see _rhs_scaled_dot).
+    c = gl.load(sq_ptr + head * stride_sqh + offs_m, mask=row_ok, other=1.0) * qk_scale
+    m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=rows_s)
+    l_i = gl.zeros([ROWS], gl.float32, layout=rows_s)
+    acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+    s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
+    o_zero = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+
+    # First tile: S, its softmax and P' (O is still 0).
+    sk, sv = _key_scales8(skv_ptr, lo, total, True, BLOCK_N, s_layout)
+    mbarrier.wait(q_bar, 0)
+    mbarrier.wait(k_bars.index(0), 0)
+    s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
+                      is_async=True)
+    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+    mbarrier.arrive(k_empty.index(0))
+    s = s * gl.expand_dims(sk, 0)
+    if (lo < full_lo) | (lo >= full_hi):
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, True,
+                                           BLOCK_N, s_layout, True)
+    else:
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, False,
+                                           BLOCK_N, s_layout, True)
+    pq, p_scale = _quantize_p8(p, sv)
+    p_scale = gl.convert_layout(p_scale, rows_o)
+
+    for n in range(lo + 1, full_lo):
+        acc, pq, p_scale, m_i, l_i = _fwd8_step(
+            acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
+            v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, True,
+            BLOCK_N, STAGES, s_layout, o_layout, p_layout)
+    for n in range(gl.maximum(lo + 1, full_lo), full_hi):
+        acc, pq, p_scale, m_i, l_i = _fwd8_step(
+            acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
+            v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, False,
+            BLOCK_N, STAGES, s_layout, o_layout, p_layout)
+    for n in range(gl.maximum(lo + 1, full_hi), hi):
+        acc, pq, p_scale, m_i, l_i = _fwd8_step(
+            acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
+            v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, True,
+            BLOCK_N, STAGES, s_layout, o_layout, p_layout)
+
+    last = (hi - 1 - lo) % STAGES
+    mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
+    x = warpgroup_mma(_p8_operand(pq, p_layout), vt_smem.index(last).permute((1, 0)), o_zero,
+                      use_acc=False, is_async=True)
+    x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
+    acc = acc + x * gl.expand_dims(p_scale, 1)
+
+    o = acc / gl.expand_dims(gl.convert_layout(l_i, rows_o), 1)
+    gl.store(lse_ptr + head * stride_lh + offs_m, m_i + gl.log2(l_i), mask=row_ok)
+    o_smem.store(o.to(gl.bfloat16))
+    fence_async_shared()
+    tma_store(o_desc, [row0, head * HEAD_DIM], o_smem)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _attn_fwd8_hopper_ws_kernel(
+    q_desc, k_desc, vt_desc, o_desc, sq_ptr, skv_ptr, lse_ptr, seg_start_ptr, order_ptr,
+    stride_sqh, stride_skh, stride_lh, total, c, H_Q: gl.constexpr, H_KV: gl.constexpr,
+    HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+):
+    """Grid (Hq, 128-row query tiles in launch order), num_warps = 4 (the default partition).
+    q (E4M3, or bf16 for nvfp4_fp8) / o (bf16) descriptors over [T, H * D] with 64-row blocks,
+    k over [T, Hkv * D] with BLOCK_N rows, vt over V's token-contiguous copy [Hkv * D, T_pad]
+    with [D, BLOCK_N] blocks; sq [Hq, T] and skv [Hkv, T, 2] (sK, sV) per-token scales."""
+    HALF: gl.constexpr = q_desc.block_type.shape[0]
+    head, kv_col, start_m, lo, full_lo, full_hi, hi = _query_program(
+        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF, BLOCK_N)
+    skv_ptr = skv_ptr + (kv_col // HEAD_DIM) * stride_skh
+    QK_K: gl.constexpr = 256 // q_desc.dtype.primitive_bitwidth
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape,
+                                       q_desc.layout)
+    o_smem = gl.allocate_shared_memory(o_desc.dtype, [2] + o_desc.block_type.shape,
+                                       o_desc.layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for h in gl.static_range(2):
+        mbarrier.init(q_bars.index(h), count=1)
+    for st in gl.static_range(STAGES):
+        mbarrier.init(k_empty.index(st), count=2)
+        mbarrier.init(v_empty.index(st), count=2)
+    k_smem, vt_smem, k_bars, v_bars = _kv_ring(k_desc, vt_desc, STAGES)
+    fence_async_shared()
+    gl.warp_specialize([
+        (_fwd8_rows, (q_smem.index(0), q_bars.index(0), o_smem.index(0), k_smem, vt_smem, k_bars,
+                      v_bars, k_empty, v_empty, o_desc, sq_ptr, skv_ptr, lse_ptr, seg_start_ptr,
+                      stride_sqh, stride_lh, total, c, head, start_m, lo, full_lo, full_hi, hi,
+                      HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K)),
+        (_fwd8_rows, (q_smem.index(1), q_bars.index(1), o_smem.index(1), k_smem, vt_smem, k_bars,
+                      v_bars, k_empty, v_empty, o_desc, sq_ptr, skv_ptr, lse_ptr, seg_start_ptr,
+                      stride_sqh, stride_lh, total, c, head, start_m + HALF, lo, full_lo,
+                      full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K)),
+        (_fwd_ws_producer, (q_desc, k_desc, vt_desc, q_smem, k_smem, vt_smem, q_bars, k_bars,
+                            v_bars, k_empty, v_empty, head, kv_col, start_m, lo, hi, HEAD_DIM,
+                            BLOCK_N, STAGES, True)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -1026,10 +1247,13 @@ def _attn_bwd_dkdv_hopper_ws_kernel(
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
+GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float8_e4m3fn: gl.float8e4nv}
+
+
 @functools.lru_cache(maxsize=None)
-def _tile_layout(block_rows: int, d: int):
+def _tile_layout(rows: int, cols: int, dtype: torch.dtype = torch.bfloat16):
     # Cached: building it costs ~15 us of host time per descriptor (cProfile on the H200).
-    return gl.NVMMASharedLayout.get_default_for([block_rows, d], gl.bfloat16)
+    return gl.NVMMASharedLayout.get_default_for([rows, cols], GL_DTYPES[dtype])
 
 
 def _rows_view(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
@@ -1037,22 +1261,31 @@ def _rows_view(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
     block [block_rows, D]."""
     total, h, d = t.shape
     return TensorDescriptor(t, [total, h * d], [t.stride(0), 1], [block_rows, d],
-                            _tile_layout(block_rows, d))
+                            _tile_layout(block_rows, d, t.dtype))
 
 
-def supports(**tensors: torch.Tensor) -> str | None:
+def _token_major_view(t: torch.Tensor, block_tokens: int) -> TensorDescriptor:
+    """A TMA descriptor over a token-contiguous copy [H, D, T_pad] (quantize.token_major_copy)
+    seen as [H * D, T_pad], block [D, block_tokens]."""
+    h, d, padded = t.shape
+    return TensorDescriptor(t, [h * d, padded], [t.stride(1), 1], [d, block_tokens],
+                            _tile_layout(d, block_tokens, t.dtype))
+
+
+def supports(fp8: tuple[str, ...] = (), **tensors: torch.Tensor) -> str | None:
     """None if the Gluon kernels can take these [T, H, D] inputs (by name: q, k, v, do), else
-    why not."""
+    why not. ``fp8``: the names that may also be E4M3 (float8_e4m3fn) rather than bfloat16."""
     first = next(iter(tensors.values()))
     if not first.is_cuda or torch.cuda.get_device_capability(first.device)[0] != 9:
         return "the Gluon kernels need a GPU of compute capability 9.x (Hopper)"
     for name, t in tensors.items():
-        if t.dtype != torch.bfloat16:
-            return f"{name} must be bfloat16, got {t.dtype}"
+        dtypes = (torch.bfloat16, torch.float8_e4m3fn) if name in fp8 else (torch.bfloat16, )
+        if t.dtype not in dtypes:
+            return f"{name} must be {' or '.join(map(str, dtypes))}, got {t.dtype}"
         if t.stride(2) != 1 or t.stride(1) != t.shape[2]:
             return (f"{name} needs heads adjacent and a contiguous head dim (strides (*, D, 1)) "
                     f"for its TMA descriptor, got strides {t.stride()}")
-        if (t.stride(0) * 2) % 16 or t.data_ptr() % 16:
+        if (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
             return f"{name} needs a 16-byte aligned base and token stride, got {t.stride()}"
     if first.shape[2] not in (64, 128):
         return f"head dim {first.shape[2]}; accepted: 64, 128"
@@ -1085,6 +1318,38 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse):
         _rows_view(o, block_m), lse, seg_start, order_fwd, lse.stride(0), total,
         softmax_scale * LOG2E, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_M=block_m,
         BLOCK_N=block_n, STAGES=stages, num_warps=warps)
+    return o, lse
+
+
+def attention_fwd8_hopper(q8, k8, vt8, sq, skv, seg_start, order_fwd, softmax_scale, o, lse):
+    """The FP8 forward (_attn_fwd8_hopper_ws_kernel): writes O [T, Hq, D] bf16 and lse2 [Hq, T]
+    float32 (caller-allocated) as the triton FP8 forward does (kernels.attention.attention_fwd's
+    ``fp8`` arguments: q8, k8 E4M3 [T, H, D], or bf16 holding nvfp4_fp8's NVFP4 values; vt8
+    V's E4M3 token-contiguous copy [Hkv, D, T_pad]; sq [Hq, T], skv [Hkv, T, 2]); order_fwd:
+    launch order of FWD8_CONFIG[0]-query tiles."""
+    why = supports(fp8=("q", "k"), q=q8, k=k8)
+    if why is None and q8.dtype != k8.dtype:
+        why = f"q and k must have one dtype, got {q8.dtype} and {k8.dtype}"
+    if why is None and (vt8.dtype != torch.float8_e4m3fn or vt8.stride(2) != 1
+                        or vt8.stride(1) % 16 or vt8.shape[:2] != (k8.shape[1], k8.shape[2])):
+        why = (f"vt must be V's E4M3 token-contiguous copy [Hkv, D, T_pad] (T_pad a multiple of "
+               f"16), got {vt8.dtype} {tuple(vt8.shape)} strides {vt8.stride()}")
+    if why is not None:
+        raise ValueError(why)
+    total, hq, d = q8.shape
+    hkv = k8.shape[1]
+    assert o.shape == q8.shape and o.is_contiguous() and o.dtype == torch.bfloat16
+    assert lse.shape == (hq, total) and lse.stride(1) == 1, "lse: [Hq, T], unit stride along T"
+    assert sq.shape == (hq, total) and sq.stride(1) == 1, "sq: [Hq, T], unit stride along T"
+    assert skv.shape == (hkv, total, 2) and skv.is_contiguous(), "skv: contiguous [Hkv, T, 2]"
+    block_m, block_n, _, stages = FWD8_CONFIG
+    half = block_m // 2
+    _attn_fwd8_hopper_ws_kernel[(hq, order_fwd.numel())](
+        _rows_view(q8, half), _rows_view(k8, block_n), _token_major_view(vt8, block_n),
+        _rows_view(o, half), sq, skv, lse, seg_start, order_fwd, sq.stride(0), skv.stride(0),
+        lse.stride(0), total, softmax_scale * LOG2E, H_Q=hq, H_KV=hkv, HEAD_DIM=d,
+        BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=FWD8_CONSUMER_REGS,
+        PRODUCER_REGS=FWD8_PRODUCER_REGS, num_warps=4)
     return o, lse
 
 
