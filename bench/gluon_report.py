@@ -74,8 +74,10 @@ def compile_dkdv(pipeline: str | None = None, d: int = 128, hq: int = 16, hkv: i
                     FUSE_DQ=fuse_dq > 0, ORDERED=fuse_dq == 1)
 
 
-def compile_fwd8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float8_e4m3fn):
-    """The compiled FP8 forward (FWD8_CONFIG); qk_dtype bfloat16: nvfp4_fp8's Q and K."""
+def compile_fwd8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float8_e4m3fn,
+                 mode: str = "inflight"):
+    """The compiled FP8 forward (FWD8_CONFIG, FLAMIA_GLUON_FWD8=mode); qk_dtype bfloat16:
+    nvfp4_fp8's Q and K."""
     m, n, _, st = H.FWD8_CONFIG
     descs = {"q_desc": H._rows_view(torch.empty(4096, hq, d, dtype=qk_dtype), m // 2),
              "k_desc": H._rows_view(torch.empty(4096, hkv, d, dtype=qk_dtype), n),
@@ -86,7 +88,8 @@ def compile_fwd8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float
     # launch specializes on: the scale loads are 16-byte vectors then.
     return _compile(H._attn_fwd8_hopper_ws_kernel, (), (), (m // 2, n, 4, st), d, hq, hkv,
                     drop=("BLOCK_M", ), descs=descs, aligned=("stride_skh", ),
-                    CONSUMER_REGS=H.FWD8_CONSUMER_REGS, PRODUCER_REGS=H.FWD8_PRODUCER_REGS)
+                    CONSUMER_REGS=H.FWD8_CONSUMER_REGS, PRODUCER_REGS=H.FWD8_PRODUCER_REGS,
+                    OVERLAP=mode == "overlap")
 
 
 def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), descs=None, aligned=(),

@@ -15,9 +15,10 @@ is one, is the triton one in every variant); "kernel ms" counts the dK/dV kernel
 row of each workload (the triton dK/dV kernel and dQ kernel) is the reference of the diffs.
 --kernel dq: the dQ kernel, configs FLAMIA_GLUON_DQ=plain|ws, timed as the whole backward call
 (dK/dV by the default kernel); "kernel ms" counts the dQ kernel only.
---kernel fwd8: the FP8 forward alone on Q, K, V quantized beforehand (configs: recipes), the
-triton kernel (64-query tiles) against the Gluon one (FLAMIA_FWD_KERNEL=gluon); "bitwise" says
-whether O and lse2 are the same bits.
+--kernel fwd8: the FP8 forward alone on Q, K, V quantized beforehand (configs: recipes, or
+recipe:mode:mode with FLAMIA_GLUON_FWD8 modes), the triton kernel (64-query tiles) against the
+Gluon one (FLAMIA_FWD_KERNEL=gluon); "bitwise" says whether O and lse2 are the same bits as the
+triton kernel's.
 
 Per variant and workload: the output's relative difference to the triton kernel's (O; dK for
 dkdv: a check, not a precision measure), the median time of one call (do_bench, host work
@@ -87,13 +88,16 @@ def fwd8_rows(dist, recipes, d):
 
     lengths, q, k, v, _, cu = workload_inputs(dist, 4, 8192, 16, 16, d)
     flops = causal_flops(lengths, 16, d)
-    for recipe in recipes:
+    for config in recipes:
+        recipe, *modes = config.split(":")
         q8, sq, k8, _, vt8, skv = quantize_qkv(q.detach(), k.detach(), v.detach(),
                                                qk_nvfp4=recipe == "nvfp4_fp8")
         fp8 = {"sq": sq, "skv": skv, "vt": vt8, "qk_bf16": recipe == "nvfp4_fp8"}
         ref = None
-        for kernel in ("triton", "gluon"):
-            with mock.patch.dict(os.environ, {"FLAMIA_FWD_KERNEL": kernel}):
+        for kernel in ["triton"] + (modes or ["gluon"]):
+            env = ({"FLAMIA_FWD_KERNEL": kernel} if kernel in ("triton", "gluon") else
+                   {"FLAMIA_FWD_KERNEL": "gluon", "FLAMIA_GLUON_FWD8": kernel})
+            with mock.patch.dict(os.environ, env):
                 try:
                     plan = batch_plan(cu, q.shape[0], d, fp8=True)
                     fn = lambda: K.attention_fwd(q8, k8, None, plan.seg_start, plan.order_fwd,

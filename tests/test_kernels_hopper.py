@@ -71,6 +71,25 @@ def test_fwd_kernel_switch(monkeypatch):
         K.dkdv_kernel()
 
 
+def test_cuda_major_is_the_capability_major(monkeypatch):
+    """kernels.cuda_major (cached capability lookups of the launchers): the major version, of
+    the current device or of a tensor's, 0 for CPU tensors and without CUDA."""
+    from flamia import kernels
+
+    kernels._capability.cache_clear()
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    try:
+        assert kernels.cuda_major() == 9
+        assert kernels.cuda_major(torch.device("cuda", 0)) == 9
+        assert kernels.cuda_major(torch.device("cpu")) == 0
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        assert kernels.cuda_major() == 0
+    finally:
+        kernels._capability.cache_clear()
+
+
 def test_gluon_kernel_refusal(monkeypatch):
     """After a kernel chose "gluon": inputs it cannot take go to the triton kernel with auto
     (the default) and are an error, with the reason, when gluon was asked for."""

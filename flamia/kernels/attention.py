@@ -61,6 +61,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import cuda_major
 from .quantize import e8m0_exponent, pow2, round_e4m3
 
 LOG2E = 1.4426950408889634
@@ -127,8 +128,7 @@ KERNEL_CHOICES = ("auto", "triton", "gluon")
 
 
 def _is_hopper() -> bool:
-    return (not INTERPRET and torch.cuda.is_available()
-            and torch.cuda.get_device_capability()[0] == 9)
+    return not INTERPRET and cuda_major() == 9
 
 
 def _kernel_choice(env: str, fp8: bool, gluon_fp8: bool = False) -> str:
@@ -849,7 +849,7 @@ def fp8_mma_mode() -> int:
     emulated by triton elsewhere; its speed is unmeasured here, there is no Blackwell GPU)."""
     mode = os.environ.get("FLAMIA_FP8_MMA")
     if mode is None:
-        blackwell = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 10
+        blackwell = cuda_major() >= 10
         mode = "mx" if blackwell and not INTERPRET else "fast"
     if mode not in FP8_MMA_MODES:
         raise ValueError(f"FLAMIA_FP8_MMA={mode!r}; accepted: {FP8_MMA_MODES}")

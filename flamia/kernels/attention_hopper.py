@@ -61,6 +61,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from . import cuda_major
 from .quantize import e8m0_exponent, pow2
 
 # Renamed after triton 3.6 (the H200 image's); CI's triton 3.9 compiles this module too.
@@ -459,6 +460,17 @@ def _attn_fwd_hopper_ws_kernel(
 FWD8_CONFIG = (128, 64, 8, 3)
 FWD8_CONSUMER_REGS = 232
 FWD8_PRODUCER_REGS = 40
+# How a step waits for its two MMAs (FLAMIA_GLUON_FWD8, read at every launch): "inflight", the
+# BF16 forward's schedule (softmax of S_n while P'_{n-1} V_{n-1} runs), or "overlap" (both
+# waited for, then the softmax and the O update of the step in one stretch of code).
+FWD8_MODES = ("inflight", "overlap")
+
+
+def fwd8_mode() -> str:
+    mode = os.environ.get("FLAMIA_GLUON_FWD8", FWD8_MODES[0])
+    if mode not in FWD8_MODES:
+        raise ValueError(f"FLAMIA_GLUON_FWD8={mode!r}; accepted: {FWD8_MODES}")
+    return mode
 
 
 @gluon.jit
@@ -505,7 +517,8 @@ def _p8_operand(pq, p_layout: gl.constexpr):
 def _fwd8_step(acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
                v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total,
                MASKED: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-               s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
+               s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr,
+               OVERLAP: gl.constexpr):
     """Step n (> lo), as _fwd_step: S_n = Q K_n^T and X = P'_{n-1} V_{n-1} issued together (P'
     cast to E4M3 while S_n runs), the softmax and scaling of S_n beside X. X runs from a zero
     accumulator (the triton kernel's per-tile FP8 MMA chain, not a chain over all tiles in the
@@ -523,18 +536,29 @@ def _fwd8_step(acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_ba
                       is_async=True)
     x = warpgroup_mma(_p8_operand(pq, p_layout), vt_smem.index(prev).permute((1, 0)), o_zero,
                       use_acc=False, is_async=True)
-    s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
-    mbarrier.arrive(k_empty.index(slot))
+    if OVERLAP:
+        # Both done before the softmax: the O update (128 independent FMAs per thread) and the
+        # softmax's dependent chain (two row reductions) share one stretch of code, where
+        # ptxas can interleave them; the other warpgroup's MMAs keep the tensor cores busy.
+        s, x = warpgroup_mma_wait(num_outstanding=0, deps=(s, x))
+        mbarrier.arrive(k_empty.index(slot))
+        mbarrier.arrive(v_empty.index(prev))
+        acc = acc + x * gl.expand_dims(p_scale, 1)
+    else:
+        s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
+        mbarrier.arrive(k_empty.index(slot))
     p, m_i, l_i, alpha = _softmax_step(s * gl.expand_dims(sk, 0), m_i, l_i, c, offs_m,
                                        seg_start_m, n, MASKED, BLOCK_N, s_layout, True)
     pq, scale = _quantize_p8(p, sv)
-    # Only x in deps: the wait's lowering takes 16- and 32-bit registers, not P''s 8-bit ones
-    # (triton 3.6); ptxas keeps the operand registers of an MMA in flight until its wait.
-    x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
-    mbarrier.arrive(v_empty.index(prev))
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    acc = (acc + x * gl.expand_dims(p_scale, 1)) * gl.expand_dims(
-        gl.convert_layout(alpha, rows_o), 1)
+    if not OVERLAP:
+        # Only x in deps: the wait's lowering takes 16- and 32-bit registers, not P''s 8-bit
+        # ones (triton 3.6); ptxas keeps the operand registers of an MMA in flight until its
+        # wait.
+        x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
+        mbarrier.arrive(v_empty.index(prev))
+        acc = acc + x * gl.expand_dims(p_scale, 1)
+    acc = acc * gl.expand_dims(gl.convert_layout(alpha, rows_o), 1)
     return acc, pq, gl.convert_layout(scale, rows_o), m_i, l_i
 
 
@@ -542,7 +566,8 @@ def _fwd8_step(acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_ba
 def _fwd8_rows(q_smem, q_bar, o_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, v_empty, o_desc,
                sq_ptr, skv_ptr, lse_ptr, seg_start_ptr, stride_sqh, stride_lh, total, qk_scale,
                head, row0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
-               HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr):
+               HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr,
+               OVERLAP: gl.constexpr):
     """One consumer warpgroup of the FP8 forward: query rows row0 .. row0 + 63 of ``head``
     (_fwd_rows' structure): O by TMA store through o_smem, lse2 to lse_ptr. QK_K: the MMA's K
     step of S = Q K^T (32 for E4M3 Q and K, 16 for nvfp4_fp8's bf16-held NVFP4 values)."""
@@ -585,17 +610,17 @@ def _fwd8_rows(q_smem, q_bar, o_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, 
         acc, pq, p_scale, m_i, l_i = _fwd8_step(
             acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
             v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, True,
-            BLOCK_N, STAGES, s_layout, o_layout, p_layout)
+            BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
     for n in range(gl.maximum(lo + 1, full_lo), full_hi):
         acc, pq, p_scale, m_i, l_i = _fwd8_step(
             acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
             v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, False,
-            BLOCK_N, STAGES, s_layout, o_layout, p_layout)
+            BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
     for n in range(gl.maximum(lo + 1, full_hi), hi):
         acc, pq, p_scale, m_i, l_i = _fwd8_step(
             acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
             v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, True,
-            BLOCK_N, STAGES, s_layout, o_layout, p_layout)
+            BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
 
     last = (hi - 1 - lo) % STAGES
     mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
@@ -617,7 +642,8 @@ def _attn_fwd8_hopper_ws_kernel(
     q_desc, k_desc, vt_desc, o_desc, sq_ptr, skv_ptr, lse_ptr, seg_start_ptr, order_ptr,
     stride_sqh, stride_skh, stride_lh, total, c, H_Q: gl.constexpr, H_KV: gl.constexpr,
     HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr,
+    num_warps: gl.constexpr,
 ):
     """Grid (Hq, 128-row query tiles in launch order), num_warps = 4 (the default partition).
     q (E4M3, or bf16 for nvfp4_fp8) / o (bf16) descriptors over [T, H * D] with 64-row blocks,
@@ -646,11 +672,11 @@ def _attn_fwd8_hopper_ws_kernel(
         (_fwd8_rows, (q_smem.index(0), q_bars.index(0), o_smem.index(0), k_smem, vt_smem, k_bars,
                       v_bars, k_empty, v_empty, o_desc, sq_ptr, skv_ptr, lse_ptr, seg_start_ptr,
                       stride_sqh, stride_lh, total, c, head, start_m, lo, full_lo, full_hi, hi,
-                      HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K)),
+                      HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K, OVERLAP)),
         (_fwd8_rows, (q_smem.index(1), q_bars.index(1), o_smem.index(1), k_smem, vt_smem, k_bars,
                       v_bars, k_empty, v_empty, o_desc, sq_ptr, skv_ptr, lse_ptr, seg_start_ptr,
                       stride_sqh, stride_lh, total, c, head, start_m + HALF, lo, full_lo,
-                      full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K)),
+                      full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K, OVERLAP)),
         (_fwd_ws_producer, (q_desc, k_desc, vt_desc, q_smem, k_smem, vt_smem, q_bars, k_bars,
                             v_bars, k_empty, v_empty, head, kv_col, start_m, lo, hi, HEAD_DIM,
                             BLOCK_N, STAGES, True)),
@@ -1276,7 +1302,7 @@ def supports(fp8: tuple[str, ...] = (), **tensors: torch.Tensor) -> str | None:
     """None if the Gluon kernels can take these [T, H, D] inputs (by name: q, k, v, do), else
     why not. ``fp8``: the names that may also be E4M3 (float8_e4m3fn) rather than bfloat16."""
     first = next(iter(tensors.values()))
-    if not first.is_cuda or torch.cuda.get_device_capability(first.device)[0] != 9:
+    if cuda_major(first.device) != 9:
         return "the Gluon kernels need a GPU of compute capability 9.x (Hopper)"
     for name, t in tensors.items():
         dtypes = (torch.bfloat16, torch.float8_e4m3fn) if name in fp8 else (torch.bfloat16, )
@@ -1349,7 +1375,7 @@ def attention_fwd8_hopper(q8, k8, vt8, sq, skv, seg_start, order_fwd, softmax_sc
         _rows_view(o, half), sq, skv, lse, seg_start, order_fwd, sq.stride(0), skv.stride(0),
         lse.stride(0), total, softmax_scale * LOG2E, H_Q=hq, H_KV=hkv, HEAD_DIM=d,
         BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=FWD8_CONSUMER_REGS,
-        PRODUCER_REGS=FWD8_PRODUCER_REGS, num_warps=4)
+        PRODUCER_REGS=FWD8_PRODUCER_REGS, OVERLAP=fwd8_mode() == "overlap", num_warps=4)
     return o, lse
 
 
