@@ -42,7 +42,21 @@ lognormal 1k 1.28 vs 1.53 / 1.50, U(32, 1024) 0.60 vs 0.72 / 0.69; the same bits
 kernel. The plain kernel (_attn_bwd_dkdv_hopper_kernel) remains for FLAMIA_DQ=fused (it adds dQ
 in key-tile order, slower: same file, runs 2-3) and the pipeline sweeps (FLAMIA_GLUON_DKDV).
 
-The three run by default on GPUs of compute capability 9.x (FLAMIA_FWD_KERNEL / FLAMIA_DQ_KERNEL /
+The FP8 forward (_attn_fwd8_hopper_ws_kernel, mxfp8 and nvfp4_fp8) is the triton FP8 forward's
+function in the warp-specialized structure: 128 queries (two consumer warpgroups) x 64 keys (the
+recipe's P' group), E4M3 MMAs for S = Q K^T (bf16 for nvfp4_fp8's NVFP4 values) and for
+X = P' V from V's token-contiguous copy, O updated as the triton kernel updates it; the GPU tests
+find the same bits as the triton kernel on every case. It runs only when asked for
+(FLAMIA_FWD_KERNEL=gluon): on the H200 it is no faster (one document 2.62 vs 2.58 ms, U(32, 1024)
+0.51 vs 0.42; bench/results/fwd8_variants_20261204_H200.txt). Its unmasked step is 577 SASS
+instructions per warp (the triton kernel's 599) against 277 tensor-core cycles of FP8 MMAs per
+warpgroup, and the measured rate (about 2600 SM cycles per pair of steps, two warpgroups) is
+twice what issuing those instructions takes (1154 cycles on 4 schedulers): the step's dependent
+chain (S row maximum, exponentials, P' row maximum, scaling, E4M3 cast, operand shuffle) with
+two warps per scheduler, not the MMAs, sets the pace; overlapping the MMAs differently
+(FLAMIA_GLUON_FWD8=overlap) did not change it.
+
+The three BF16 kernels run by default on GPUs of compute capability 9.x (FLAMIA_FWD_KERNEL / FLAMIA_DQ_KERNEL /
 FLAMIA_DKDV_KERNEL = auto, the default, or gluon; see kernels.attention.fwd_kernel, dq_kernel,
 dkdv_kernel).
 Gluon has no interpreter: they are tested on the GPU tier only (tests/test_kernels_hopper.py),
