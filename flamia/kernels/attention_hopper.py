@@ -1340,7 +1340,7 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse):
     if why is not None:
         raise ValueError(why)
     total, hq, d = q.shape
-    assert o.shape == q.shape and o.stride() == q.new_empty(q.shape).stride(), "o: contiguous"
+    assert o.shape == q.shape and o.is_contiguous(), "o: contiguous [T, Hq, D]"
     assert lse.shape == (hq, total) and lse.stride(1) == 1, "lse: [Hq, T], unit stride along T"
     (block_m, block_n, warps, stages), mode = _fwd_setting()
     grid = (hq, order_fwd.numel())
