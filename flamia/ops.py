@@ -13,7 +13,7 @@
 
 Eager calls (not under torch.compile) run the same forward and backward functions through a
 plain torch.autograd.Function (_EagerAttention), without torch.library's dispatch: host time
-per BF16 fwd+bwd 1.79 -> 1.22 ms on the H200 together with cached device queries
+per BF16 fwd+bwd 1.79 -> 1.03-1.22 ms on the H200 together with cached device queries
 (bench/results/host_layers_20261204_H200.txt).
 
 The batch plan (per-token segment start/end and the tiles' launch orders) is derived from
