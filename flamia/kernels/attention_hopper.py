@@ -285,6 +285,19 @@ def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_emp
 
 
 @gluon.jit
+def _store_o_lse(acc, m_i, l_i, o_smem, o_desc, lse_ptr, head, stride_lh, offs_m, row_ok, row0,
+                 HEAD_DIM: gl.constexpr, o_layout: gl.constexpr):
+    """The forward's epilogue for query rows row0 ..: lse2 = m + log2(l), and O = acc / l in bf16
+    by one TMA store through o_smem (it clips rows past the last token)."""
+    o = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
+    gl.store(lse_ptr + head * stride_lh + offs_m, m_i + gl.log2(l_i), mask=row_ok)
+    o_smem.store(o.to(gl.bfloat16))
+    fence_async_shared()
+    tma_store(o_desc, [row0, head * HEAD_DIM], o_smem)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
 def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k_desc, v_desc,
               o_desc, lse_ptr, seg_start_ptr, stride_lh, total, c, head, kv_col, row0, lo,
               full_lo, full_hi, hi, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -355,14 +368,9 @@ def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k
         _mma_turn(hi, TURN, True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
 
-    l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
-    o = acc / gl.expand_dims(l_o, 1)
-    gl.store(lse_ptr + head * stride_lh + offs_m, m_i + gl.log2(l_i), mask=row_ok)
     # Q's slot holds the O tile for the TMA store (same shape, dtype and layout).
-    q_smem.store(o.to(gl.bfloat16))
-    fence_async_shared()
-    tma_store(o_desc, [row0, head * HEAD_DIM], q_smem)
-    tma.store_wait(pendings=0)
+    _store_o_lse(acc, m_i, l_i, q_smem, o_desc, lse_ptr, head, stride_lh, offs_m, row_ok, row0,
+                 HEAD_DIM, o_layout)
 
 
 @gluon.jit
@@ -426,17 +434,10 @@ def _fwd_ws_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_b
 
 
 @gluon.jit
-def _attn_fwd_hopper_ws_kernel(
-    q_desc, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, order_ptr, stride_lh, total, c,
-    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-    STAGES: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-    PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
-):
-    """Grid (Hq, 128-row query tiles in launch order); num_warps = 4 (the default partition);
-    q/o descriptors with 64-row blocks (one per consumer), k/v with BLOCK_N rows."""
-    HALF: gl.constexpr = q_desc.block_type.shape[0]
-    head, kv_col, start_m, lo, full_lo, full_hi, hi = _query_program(
-        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF, BLOCK_N)
+def _ws_query_buffers(q_desc, k_desc, v_desc, STAGES: gl.constexpr):
+    """Shared memory of a warp-specialized query-tile kernel: the two consumers' Q halves with
+    their barriers, the K/V ring (_kv_ring) and its slot-empty barriers, which count the arrivals
+    of both consumers."""
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape,
                                        q_desc.layout)
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -448,6 +449,23 @@ def _attn_fwd_hopper_ws_kernel(
         mbarrier.init(k_empty.index(st), count=2)
         mbarrier.init(v_empty.index(st), count=2)
     k_smem, v_smem, k_bars, v_bars = _kv_ring(k_desc, v_desc, STAGES)
+    return q_smem, q_bars, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty
+
+
+@gluon.jit
+def _attn_fwd_hopper_ws_kernel(
+    q_desc, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, order_ptr, stride_lh, total, c,
+    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+    PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+):
+    """Grid (Hq, 128-row query tiles in launch order); num_warps = 4 (the default partition);
+    q/o descriptors with 64-row blocks (one per consumer), k/v with BLOCK_N rows."""
+    HALF: gl.constexpr = q_desc.block_type.shape[0]
+    head, kv_col, start_m, lo, full_lo, full_hi, hi = _query_program(
+        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF, BLOCK_N)
+    q_smem, q_bars, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty = _ws_query_buffers(
+        q_desc, k_desc, v_desc, STAGES)
     fence_async_shared()
     gl.warp_specialize([
         (_fwd_rows, (q_smem.index(0), q_bars.index(0), k_smem, v_smem, k_bars, v_bars, k_empty,
@@ -643,12 +661,8 @@ def _fwd8_rows(q_smem, q_bar, o_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, 
     x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
     acc = acc + x * gl.expand_dims(p_scale, 1)
 
-    o = acc / gl.expand_dims(gl.convert_layout(l_i, rows_o), 1)
-    gl.store(lse_ptr + head * stride_lh + offs_m, m_i + gl.log2(l_i), mask=row_ok)
-    o_smem.store(o.to(gl.bfloat16))
-    fence_async_shared()
-    tma_store(o_desc, [row0, head * HEAD_DIM], o_smem)
-    tma.store_wait(pendings=0)
+    _store_o_lse(acc, m_i, l_i, o_smem, o_desc, lse_ptr, head, stride_lh, offs_m, row_ok, row0,
+                 HEAD_DIM, o_layout)
 
 
 @gluon.jit
@@ -668,19 +682,11 @@ def _attn_fwd8_hopper_ws_kernel(
         order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF, BLOCK_N)
     skv_ptr = skv_ptr + (kv_col // HEAD_DIM) * stride_skh
     QK_K: gl.constexpr = 256 // q_desc.dtype.primitive_bitwidth
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape,
-                                       q_desc.layout)
+    q_smem, q_bars, k_smem, vt_smem, k_bars, v_bars, k_empty, v_empty = _ws_query_buffers(
+        q_desc, k_desc, vt_desc, STAGES)
+    # O's tiles have their own buffers: bf16, where Q's are E4M3
     o_smem = gl.allocate_shared_memory(o_desc.dtype, [2] + o_desc.block_type.shape,
                                        o_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for h in gl.static_range(2):
-        mbarrier.init(q_bars.index(h), count=1)
-    for st in gl.static_range(STAGES):
-        mbarrier.init(k_empty.index(st), count=2)
-        mbarrier.init(v_empty.index(st), count=2)
-    k_smem, vt_smem, k_bars, v_bars = _kv_ring(k_desc, vt_desc, STAGES)
     fence_async_shared()
     gl.warp_specialize([
         (_fwd8_rows, (q_smem.index(0), q_bars.index(0), o_smem.index(0), k_smem, vt_smem, k_bars,
