@@ -14,6 +14,7 @@
 #   dkdvws: the warp-specialized Gluon dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,ws): variants, Hopper GPU
 #           tests, quick benchmark with it
 #   fwd8: the Gluon FP8 forward: FP8 GPU tests, triton vs Gluon FP8 forward, quick mxfp8 benchmark
+#   host: host time per layer of a BF16 call (bench/host_layers.py), with cProfile
 #   dqws: the warp-specialized Gluon dQ kernel (FLAMIA_GLUON_DQ=ws): variants, GPU tests, benchmark
 #   ws: the warp-specialized Gluon forward (FLAMIA_GLUON_FWD=...,ws): forward variants, Hopper GPU tests
 #   profile: Nsight Compute (ncu) on the bf16 and mxfp8 kernels, stall reasons per SASS line
@@ -157,6 +158,11 @@ fwd8)  # the Gluon FP8 forward: its GPU tests and the FP8 tests (auto runs it), 
     --dists lognormal_1k one_doc --providers flamia-bf16 flamia-mxfp8 cudnn-thd cudnn-dense \
     --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|quant)|^###|Error" $OUT/bench.log | tail -30
+  ;;
+host)  # host time per layer of a BF16 call (bench/host_layers.py) and its cProfile, ~1 min
+  FLAMIA_AUTOTUNE=8x3,4x3 step "host layers" 120 python -m bench.host_layers \
+    --dists u32_1024 lognormal_1k --cprofile "flamia fwd" "kernels bwd" > $OUT/host_layers.txt 2>&1
+  grep -E "^\| " $OUT/host_layers.txt
   ;;
 dqws)  # the warp-specialized Gluon dQ kernel: its variants, the GPU tests of the Gluon kernels,
        # a quick benchmark of the defaults (all three Gluon kernels warp-specialized)
