@@ -928,14 +928,11 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
             if triton_m != block_m:
                 raise ValueError(f"Gluon forward: {why}; the triton forward runs {triton_m}-query "
                                  f"tiles, the batch plan has {block_m} (FLAMIA_GLUON_FWD)")
-        else:
-            why = attention_hopper.supports(fp8=("q", "k"), q=q, k=k)
-            if _gluon_takes("FLAMIA_FWD_KERNEL", why):
-                return attention_hopper.attention_fwd8_hopper(
-                    q, k, fp8["vt"], fp8["sq"], _check_key_scales(fp8["skv"]), seg_start,
-                    order_fwd, softmax_scale, o, lse)
-            # The triton FP8 forward on the plan's query tiles (its key tiles are the
-            # recipe's 64-token group, as the Gluon kernel's).
+        else:  # only when asked for (fwd_kernel), so inputs it cannot take are an error
+            _gluon_takes("FLAMIA_FWD_KERNEL", attention_hopper.supports(fp8=("q", "k"), q=q, k=k))
+            return attention_hopper.attention_fwd8_hopper(
+                q, k, fp8["vt"], fp8["sq"], _check_key_scales(fp8["skv"]), seg_start, order_fwd,
+                softmax_scale, o, lse)
     if fp8 is None:
         _check_unit_d(v)
         sq = skv = lse  # unused (IS_FP8=False)
