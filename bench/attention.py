@@ -19,6 +19,9 @@ Providers:
                  forward, dQ and dK/dV kernels instead of the Gluon ones that Hopper GPUs run by
                  default (flamia/kernels/attention_hopper.py)
     flamia-mxfp8 flamia.attention(recipe="mxfp8", impl="triton"), quantization included
+    flamia-mxfp8 (Gluon dK/dV)  the same with FLAMIA_DKDV_KERNEL=gluon: the warp-specialized Gluon
+                 FP8 dK/dV kernel (one kernel, S^T and P^T once) instead of the triton dV-only and
+                 dK-only kernels; named with --providers only
     flamia-nvfp4_fp8 (emulated NVFP4): recipe="nvfp4_fp8"; Hopper has no FP4 MMA, so its QK^T,
                  dQ and dK run as bf16 MMAs on the exact NVFP4 values (PV, dP, dV on FP8 units)
     flex         torch.compile(flex_attention) with a document-causal block mask
@@ -288,6 +291,7 @@ PROVIDERS = {
     "flamia-bf16 (fused dQ)": prep_flamia,
     "flamia-bf16 (triton kernels)": prep_flamia,
     "flamia-mxfp8": prep_flamia_mxfp8,
+    "flamia-mxfp8 (Gluon dK/dV)": prep_flamia_mxfp8,
     # NVFP4 Q/K are emulated on Hopper: QK^T, dQ, dK run as bf16 MMAs on exact NVFP4 values
     "flamia-nvfp4_fp8 (emulated NVFP4)": prep_flamia_nvfp4,
     "flex": prep_flex,
@@ -300,7 +304,9 @@ BASELINES = ("flex", "varlen", "cudnn-dense", "cudnn-thd")
 PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 "flamia-bf16 (triton kernels)": {"FLAMIA_FWD_KERNEL": "triton",
                                                  "FLAMIA_DQ_KERNEL": "triton",
-                                                 "FLAMIA_DKDV_KERNEL": "triton"}}
+                                                 "FLAMIA_DKDV_KERNEL": "triton"},
+                # the Gluon FP8 dK/dV kernel (untimed so far: written without a GPU, 2026-12-05)
+                "flamia-mxfp8 (Gluon dK/dV)": {"FLAMIA_DKDV_KERNEL": "gluon"}}
 # The full grid leaves out the fused-dQ variant (slower, bench/results/dq_diagnose_20261203_H200.txt);
 # name it with --providers to include it.
 DEFAULT_PROVIDERS = [name for name in PROVIDERS if name not in PROVIDER_ENV]
@@ -308,7 +314,8 @@ DEFAULT_PROVIDERS = [name for name in PROVIDERS if name not in PROVIDER_ENV]
 # Correctness gate before timing (relative L2 error vs the fp32 reference): bf16 providers sit
 # near 3e-3; FP8 recipes sit near their input-quantization floor (~4-6%, DESIGN.md s6), so their
 # gate only proves that attention is computed; their precision is the accuracy table's job.
-CHECK_TOL = {"flamia-mxfp8": 0.12, "flamia-nvfp4_fp8 (emulated NVFP4)": 0.25}
+CHECK_TOL = {"flamia-mxfp8": 0.12, "flamia-mxfp8 (Gluon dK/dV)": 0.12,
+             "flamia-nvfp4_fp8 (emulated NVFP4)": 0.25}
 
 
 # ------------------------------------------------------------------------------------------

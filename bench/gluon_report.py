@@ -92,11 +92,31 @@ def compile_fwd8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float
                     OVERLAP=mode == "overlap")
 
 
+def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float8_e4m3fn,
+                  stages: int | None = None):
+    """The compiled FP8 dK/dV kernel (DKDV8_CONFIG, or ``stages`` ring slots); qk_dtype
+    bfloat16: nvfp4_fp8's Q and K."""
+    m, n, st = H.DKDV8_CONFIG
+    st = stages or st
+    fp8 = torch.float8_e4m3fn
+    descs = {"q_desc": H._rows_view(torch.empty(4096, hq, d, dtype=qk_dtype), m),
+             "k_desc": H._rows_view(torch.empty(4096, hkv, d, dtype=qk_dtype), n),
+             "v_desc": H._rows_view(torch.empty(4096, hkv, d, dtype=fp8), n),
+             "do_desc": H._rows_view(torch.empty(4096, hq, d, dtype=fp8), m),
+             "qt_desc": H._token_major_view(torch.empty(hq, d, 4096, dtype=qk_dtype), m),
+             "dot_desc": H._token_major_view(torch.empty(hq, d, 4096, dtype=fp8), m)}
+    return _compile(H._attn_bwd_dkdv8_hopper_ws_kernel, (), (), (m, n, 4, st), d, hq, hkv,
+                    drop=("BLOCK_N", ), descs=descs, aligned=("stride_rh", "stride_skh"),
+                    ptrs={"dk_ptr": "*bf16", "dv_ptr": "*bf16"},
+                    CONSUMER_REGS=H.DKDV8_CONSUMER_REGS, PRODUCER_REGS=H.DKDV8_PRODUCER_REGS)
+
+
 def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), descs=None, aligned=(),
-             **extra_consts):
+             ptrs=None, **extra_consts):
     """Descriptors of CPU tensors stand in for the GPU's: only their dtype, block shape and
     layout enter the signature. ``descs``: descriptors by argument name, instead of bf16 ones
-    for query_descs and key_descs; ``aligned``: integer arguments known to be multiples of 16."""
+    for query_descs and key_descs; ``aligned``: integer arguments known to be multiples of 16;
+    ``ptrs``: pointer types by argument name (default *i32 for the plan's arrays, else *fp32)."""
     m, n, w, st = config
     if descs is None:
         q = torch.empty(4096, hq, d, dtype=torch.bfloat16)
@@ -114,7 +134,7 @@ def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), descs=None
         elif arg in descs:
             sig[arg] = mangle_type(descs[arg])
         elif arg.endswith("_ptr"):
-            sig[arg] = ("*i32" if arg in ("seg_start_ptr", "seg_end_ptr", "order_ptr", "sem_ptr")
+            sig[arg] = (ptrs or {}).get(arg) or ("*i32" if arg in ("seg_start_ptr", "seg_end_ptr", "order_ptr", "sem_ptr")
                         else "*fp32")
             attrs[(i,)] = [["tt.divisibility", 16]]
         else:
@@ -160,6 +180,9 @@ def main(argv=None):
                     help="FLAMIA_GLUON_DQ values of the dQ kernel")
     ap.add_argument("--fwd8", nargs="*", default=[], choices=("mxfp8", "nvfp4_fp8"),
                     help="also the FP8 forward for these recipes")
+    ap.add_argument("--dkdv8", nargs="*", default=[],
+                    choices=("mxfp8", "nvfp4_fp8", "mxfp8:3", "nvfp4_fp8:3"),
+                    help="also the FP8 dK/dV kernel for these recipes (:3 with 3 ring slots)")
     ap.add_argument("--d", type=int, default=128)
     args = ap.parse_args(argv)
     print(f"# triton {triton.__version__}, sm_90, D={args.d}")
@@ -170,7 +193,11 @@ def main(argv=None):
             (f"dkdv {dkdv} {p or 'default'} fuse_dq={f}", compile_dkdv(p, args.d, fuse_dq=f))
             for p in args.dkdv for f in args.fuse_dq if not (p.endswith("ws") and f)] + [
             (f"fwd8 {r}", compile_fwd8(args.d, qk_dtype=torch.bfloat16 if r == "nvfp4_fp8"
-                                       else torch.float8_e4m3fn)) for r in args.fwd8]:
+                                       else torch.float8_e4m3fn)) for r in args.fwd8] + [
+            (f"dkdv8 {r}", compile_dkdv8(args.d, qk_dtype=torch.bfloat16 if r.startswith("nvfp4")
+                                         else torch.float8_e4m3fn,
+                                         stages=int(r.split(":")[1]) if ":" in r else None))
+            for r in args.dkdv8]:
         print(f"gluon {name}: shared {compiled.metadata.shared} B, "
               f"{registers_and_spills(compiled.asm['ptx'])}")
         lines = sass_lines(compiled.asm["cubin"])

@@ -5,6 +5,7 @@ workloads, in one process on the GPU:
     python -m bench.gluon_variants --kernel dkdv [--configs 2,0 3,1]
     python -m bench.gluon_variants --kernel dq [--configs plain ws]
     python -m bench.gluon_variants --kernel fwd8 [--configs mxfp8 nvfp4_fp8]
+    python -m bench.gluon_variants --kernel dkdv8 [--configs mxfp8:2:3 nvfp4_fp8]
 
 --kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S[,ws|,pingpong]. --kernel
 dkdv: the dK/dV kernel, configs FLAMIA_GLUON_DKDV=S,D (the plain kernel), or S,D,ws (the
@@ -19,6 +20,10 @@ row of each workload (the triton dK/dV kernel and dQ kernel) is the reference of
 recipe:mode:mode with FLAMIA_GLUON_FWD8 modes), the triton kernel (64-query tiles) against the
 Gluon one (FLAMIA_FWD_KERNEL=gluon); "bitwise" says whether O and lse2 are the same bits as the
 triton kernel's.
+--kernel dkdv8: the FP8 backward (configs: recipes, or recipe:S:S with FLAMIA_GLUON_DKDV8 ring
+slots) with the triton dK/dV kernels (split, the
+default, and fused) against the Gluon FP8 dK/dV kernel (FLAMIA_DKDV_KERNEL=gluon); "kernel ms"
+counts the dK/dV kernels only; "bitwise": dQ, dK, dV the same bits as the split kernels'.
 
 Per variant and workload: the output's relative difference to the triton kernel's (O; dK for
 dkdv: a check, not a precision measure), the median time of one call (do_bench, host work
@@ -116,11 +121,54 @@ def fwd8_rows(dist, recipes, d):
                           f"{str(exc)[:80]} | | | | |", flush=True)
 
 
+def dkdv8_rows(dist, recipes, d):
+    """--kernel dkdv8: the FP8 backward (dO quantization and token-major copies included) with
+    the triton dK/dV kernels (split: dV-only and dK-only, the default; fused) against the Gluon
+    FP8 dK/dV kernel (FLAMIA_DKDV_KERNEL=gluon) on one workload; "kernel ms" counts the dK/dV
+    kernels only, "bitwise" compares dQ, dK, dV with the split kernels'."""
+    from triton.testing import do_bench
+
+    from flamia import ops
+
+    lengths, q, k, v, do, cu = workload_inputs(dist, 4, 8192, 16, 16, d)
+    q, k, v, do = q.detach(), k.detach(), v.detach(), do.detach()
+    flops = causal_flops(lengths, 16, d)
+    scale = d ** -0.5
+    for config in recipes:
+        recipe, *slots = config.split(":")
+        ref = None
+        for name, env in [("triton split", {"FLAMIA_DKDV_KERNEL": "triton"}),
+                          ("triton fused", {"FLAMIA_DKDV_KERNEL": "triton",
+                                            "FLAMIA_FP8_DKDV": "fused"})] + [
+                (f"gluon {s} slots", {"FLAMIA_DKDV_KERNEL": "gluon", "FLAMIA_GLUON_DKDV8": s})
+                for s in slots or ["2"]]:
+            with mock.patch.dict(os.environ, env):
+                try:
+                    plan = batch_plan(cu, q.shape[0], d, fp8=True)
+                    saved = ops._fwd_fp8(q, k, v, plan.seg_start, plan.seg_end, plan.order_fwd,
+                                         plan.order_dkdv, plan.order_dq, scale, recipe)
+                    fn = lambda: ops._bwd_fp8(do, *saved, plan.seg_start, plan.seg_end,
+                                              plan.order_dkdv, plan.order_dq, scale, recipe)
+                    outs = fn()
+                    ref = ref or outs
+                    rel = ((outs[1].float() - ref[1].float()).norm() / ref[1].float().norm()).item()
+                    same = all(torch.equal(a, b) for a, b in zip(outs, ref))
+                    ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+                    kms = kernel_ms(fn, name="dkdv")
+                    # dK/dV: 4 matmuls of half the forward's size (the split kernels run 5)
+                    print(f"| {dist} | {recipe} {name} | {rel:.1e} "
+                          f"({'bitwise' if same else 'differs'}) | {ms:.3f} | {kms:.3f} | "
+                          f"{host_us(fn):.0f} | {2 * flops / kms / 1e9:.0f} |", flush=True)
+                except Exception as exc:  # one failing variant must not hide the others
+                    print(f"| {dist} | {recipe} {name} | {type(exc).__name__}: "
+                          f"{str(exc)[:80]} | | | | |", flush=True)
+
+
 def main(argv=None):
     from triton.testing import do_bench
 
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--kernel", choices=("fwd", "dkdv", "dq", "fwd8"), default="fwd")
+    ap.add_argument("--kernel", choices=("fwd", "dkdv", "dq", "fwd8", "dkdv8"), default="fwd")
     ap.add_argument("--configs", nargs="+")
     ap.add_argument("--dists", nargs="+", default=["one_doc", "lognormal_1k", "u32_1024"])
     ap.add_argument("--d", type=int, default=128)
@@ -129,15 +177,17 @@ def main(argv=None):
     args = ap.parse_args(argv)
     fwd = args.kernel == "fwd"
     configs = args.configs or {"fwd": DEFAULT_CONFIGS, "dkdv": DEFAULT_DKDV_CONFIGS,
-                               "dq": ["plain", "ws"], "fwd8": ["mxfp8"]}[args.kernel]
+                               "dq": ["plain", "ws"], "fwd8": ["mxfp8"],
+                               "dkdv8": ["mxfp8"]}[args.kernel]
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"| workload | {args.kernel} | {'O' if args.kernel in ('fwd', 'fwd8') else 'dQ, dK, dV'} rel diff to triton | "
+    what = {"fwd": "O", "fwd8": "O", "dkdv8": "dK"}.get(args.kernel, "dQ, dK, dV")
+    print(f"| workload | {args.kernel} | {what} rel diff to triton | "
           "ms (do_bench) | kernel ms | host us | TFLOP/s (kernel) |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for dist in args.dists:
-        if args.kernel == "fwd8":
-            fwd8_rows(dist, configs, args.d)
+        if args.kernel in ("fwd8", "dkdv8"):
+            (fwd8_rows if args.kernel == "fwd8" else dkdv8_rows)(dist, configs, args.d)
             continue
         lengths, q, k, v, do, cu = workload_inputs(dist, 4, 8192, 16, 16, args.d)
         q, k, v, do = q.detach(), k.detach(), v.detach(), do.detach()

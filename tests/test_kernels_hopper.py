@@ -65,7 +65,14 @@ def test_fwd_kernel_switch(monkeypatch):
         K.dq_kernel()
     monkeypatch.delenv("FLAMIA_DKDV_KERNEL", raising=False)
     assert K.dkdv_kernel() == ("gluon" if HOPPER else "triton")
-    assert K.dkdv_kernel(fp8=True) == "triton"
+    assert K.dkdv_kernel(fp8=True) == "triton"  # the Gluon FP8 dK/dV kernel only when asked for
+    monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "gluon")
+    if DEVICE == "cpu":
+        for fp8 in (False, True):  # dK/dV has a Gluon FP8 kernel too
+            with pytest.raises(ValueError, match="TRITON_INTERPRET"):
+                K.dkdv_kernel(fp8=fp8)
+    else:
+        assert K.dkdv_kernel(fp8=True) == "gluon"
     monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "Gluon")
     with pytest.raises(ValueError, match="FLAMIA_DKDV_KERNEL='Gluon'; accepted"):
         K.dkdv_kernel()
@@ -147,6 +154,20 @@ def test_gluon_dkdv_pipeline_is_checked(monkeypatch):
         monkeypatch.setenv("FLAMIA_GLUON_DKDV", bad)
         with pytest.raises(ValueError, match="FLAMIA_GLUON_DKDV"):
             H.dkdv_pipeline()
+
+
+def test_gluon_dkdv8_stages_are_checked(monkeypatch):
+    """FLAMIA_GLUON_DKDV8 (ring slots of the Gluon FP8 dK/dV kernel) is checked before anything
+    is compiled."""
+    from flamia.kernels import attention_hopper as H
+    monkeypatch.delenv("FLAMIA_GLUON_DKDV8", raising=False)
+    assert H.dkdv8_stages() == H.DKDV8_CONFIG[2] == 2
+    monkeypatch.setenv("FLAMIA_GLUON_DKDV8", "3")
+    assert H.dkdv8_stages() == 3
+    for bad in ("1", "4", "2,0", "ws"):
+        monkeypatch.setenv("FLAMIA_GLUON_DKDV8", bad)
+        with pytest.raises(ValueError, match="FLAMIA_GLUON_DKDV8=.*accepted: ring slots 2 or 3"):
+            H.dkdv8_stages()
 
 
 @pytest.mark.gpu
@@ -410,6 +431,112 @@ def test_gluon_fp8_forward_refuses_bad_inputs():
         H.attention_fwd8_hopper(q8, k8.bfloat16(), fp8["vt"], *args)
     with pytest.raises(ValueError, match="token-contiguous copy"):
         H.attention_fwd8_hopper(q8, k8, fp8["vt"].bfloat16(), *args)
+
+
+def _fp8_gradients(lengths, hq, hkv, d, recipe, seed=3):
+    """dQ, dK, dV of the FP8 recipe through flamia.attention under the environment of the
+    moment, on a GPU case with outlier-heavy inputs (a few columns scaled up, so the per-row
+    scales of P'^T and dS'^T differ between rows and tiles)."""
+    total = sum(lengths)
+    cu = _cu(lengths, "cuda")
+    q, k, v, do = rand_qkvdo(total, hq, hkv, d, seed=seed, device="cuda")
+    q[:, :, :3] *= 8
+    v[::7] *= 16
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    o = flamia.attention(q, k, v, cu, total, recipe=recipe, impl="triton")
+    o.backward(do)
+    return q.grad, k.grad, v.grad
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4_fp8"])
+@pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 2, 8, 8, 128)])
+def test_gluon_fp8_dkdv_is_the_triton_fp8_dkdv(lengths, hq, hkv, d, recipe, poisoned,
+                                                monkeypatch):
+    """The warp-specialized Gluon FP8 dK/dV kernel (FLAMIA_DKDV_KERNEL=gluon) computes the
+    triton FP8 dK/dV kernels' function on the same tiles: the same MMAs per tile, P'^T and
+    dS'^T quantized per row of the same tiles, dK and dV updated as acc + X * scale in the same
+    order (attention_hopper.DKDV8_CONFIG): the same bits as the split kernels (the default)
+    and as the fused one. Every element written (poisoned outputs)."""
+    grads = {}
+    for name, env in (("split", {"FLAMIA_DKDV_KERNEL": "triton"}),
+                      ("fused", {"FLAMIA_DKDV_KERNEL": "triton", "FLAMIA_FP8_DKDV": "fused"}),
+                      ("gluon", {"FLAMIA_DKDV_KERNEL": "gluon"})):
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        grads[name] = _fp8_gradients(lengths, hq, hkv, d, recipe)
+    for name in ("fused", "gluon"):
+        for t, a, b in zip("dQ dK dV".split(), grads[name], grads["split"]):
+            assert torch.isfinite(a).all(), f"{name} {t}: non-finite (unwritten?) elements"
+            rel = ((a.float() - b.float()).norm() / b.float().norm()).item()
+            assert torch.equal(a, b), f"{name} {t} differs from the split kernels': {rel:.2e}"
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4_fp8"])
+def test_gluon_fp8_dkdv_does_not_leak(recipe, monkeypatch):
+    """The probes on the FP8 recipes with the Gluon FP8 dK/dV kernel asked for (no fallback),
+    the Gluon FP8 forward too."""
+    monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "gluon")
+    monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
+    total = 4096
+    cu = adversarial_cu_seqlens(total, device="cuda")
+    q, k, v, do = rand_qkvdo(total, 8, 2, 128, seed=4, device="cuda")
+    res = probe_attention(
+        lambda *a: flamia.attention(*a, total, recipe=recipe, impl="triton"), q, k, v, cu, do,
+        max_targets=3)
+    for r in res.values():
+        assert r.n_compared > 0
+        assert r.max_abs_delta == 0.0, str(r)
+
+
+@pytest.mark.gpu
+@hopper
+def test_gluon_fp8_kernels_refuse_other_mma_modes(monkeypatch):
+    """The Gluon FP8 kernels run Hopper's fast FP8 MMA only: asked for with another
+    FLAMIA_FP8_MMA, they raise with what is accepted instead of running another function; so do
+    tiles other than the kernel's (FLAMIA_BWD_BLOCKS)."""
+    q, k, v, do = rand_qkvdo(256, 4, 4, 128, device="cuda")
+    cu = _cu([100, 156], "cuda")
+    q.requires_grad_()
+    run = lambda: flamia.attention(q, k, v, cu, 256, recipe="mxfp8", impl="triton").backward(do)
+    monkeypatch.setenv("FLAMIA_FP8_MMA", "precise")
+    for env in ("FLAMIA_FWD_KERNEL", "FLAMIA_DKDV_KERNEL"):
+        monkeypatch.setenv(env, "gluon")
+        with pytest.raises(ValueError, match=f"{env}=gluon: FLAMIA_FP8_MMA=precise"):
+            run()
+        monkeypatch.setenv(env, "triton")
+    monkeypatch.setenv("FLAMIA_FP8_MMA", "fast")
+    monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "gluon")
+    monkeypatch.setenv("FLAMIA_BWD_BLOCKS", "64,128")
+    with pytest.raises(ValueError, match="the Gluon FP8 kernel's are"):
+        run()
+
+
+@pytest.mark.gpu
+@hopper
+def test_gluon_fp8_dkdv_refuses_bad_inputs():
+    """Wrong dtypes and token-major copies raise with what is accepted."""
+    from flamia.kernels import attention_hopper as H
+
+    t = 256
+    q8, k8, fp8 = _fp8_forward_inputs([100, 156], 4, 4, 128, "mxfp8")
+    v8 = q8.clone()
+    qt = torch.zeros(4, 128, 256, dtype=q8.dtype, device="cuda")
+    qrow = torch.zeros(4, t, 4, device="cuda")
+    dk, dv = (torch.empty(k8.shape, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+    args = (qrow, fp8["skv"], torch.full((t, ), t, dtype=torch.int32, device="cuda"),
+            torch.zeros(4, dtype=torch.int32, device="cuda"), 0.1, dk, dv)
+    with pytest.raises(ValueError, match="one dtype"):
+        H.attention_dkdv8_hopper(q8, k8.bfloat16(), v8, q8, qt, qt, *args)
+    with pytest.raises(ValueError, match="v and do must be torch.float8_e4m3fn"):
+        H.attention_dkdv8_hopper(q8, k8, v8.bfloat16(), q8, qt, qt, *args)
+    with pytest.raises(ValueError, match="qt must be a token-contiguous copy"):
+        H.attention_dkdv8_hopper(q8, k8, v8, q8, qt[:, :, :100], qt, *args)
+    with pytest.raises(ValueError, match="dot must be a token-contiguous copy"):
+        H.attention_dkdv8_hopper(q8, k8, v8, q8, qt, qt.transpose(1, 2), *args)
 
 
 @pytest.mark.gpu

@@ -6,7 +6,8 @@ dK/dV kernel over key tiles (looping over the query tiles that see them and over
 heads of a GQA group, so no atomics) and a dQ kernel over query tiles (BF16 can instead add dQ
 from the dK/dV kernel in a fixed order, FLAMIA_DQ=fused, see dq_fused). The FP8 recipes run the
 dK/dV kernel twice by default, as a dV-only and a dK-only kernel (PART, see dkdv_parts): with
-both fp32 accumulators the FP8 kernel spills. On Hopper the BF16 forward, dQ and dK/dV kernels
+both fp32 accumulators the FP8 kernel spills (FLAMIA_DKDV_KERNEL=gluon: one warp-specialized
+Gluon kernel instead, attention_hopper, not yet run on a GPU). On Hopper the BF16 forward, dQ and dK/dV kernels
 that run by default are Gluon versions of these (kernels/attention_hopper.py; fwd_kernel,
 dq_kernel, dkdv_kernel).
 
@@ -166,12 +167,15 @@ def dq_kernel(fp8: bool = False) -> str:
 
 
 def dkdv_kernel(fp8: bool = False) -> str:
-    """Which BF16 dK/dV kernel runs, "triton" (_attn_bwd_dkdv_kernel) or "gluon"
-    (attention_hopper: warp-specialized, same tiles; 9-17% faster on the H200,
+    """Which dK/dV kernel runs, "triton" (_attn_bwd_dkdv_kernel) or "gluon"
+    (attention_hopper: warp-specialized, same tiles; BF16: 9-17% faster on the H200,
     bench/results/dkdv_variants_20261204_H200.txt; with FLAMIA_DQ=fused the plain Gluon kernel,
-    which adds dQ too): FLAMIA_DKDV_KERNEL=auto (default: gluon on Hopper), triton or gluon;
-    read at every launch."""
-    return _kernel_choice("FLAMIA_DKDV_KERNEL", fp8)
+    which adds dQ too): FLAMIA_DKDV_KERNEL=auto (default: gluon on Hopper for BF16, else
+    triton), triton or gluon; read at every launch. The Gluon FP8 dK/dV kernel
+    (attention_hopper._attn_bwd_dkdv8_hopper_ws_kernel: dK and dV in one kernel, S^T and P^T
+    computed once) runs only when asked for (gluon): it was written on 2026-12-05 without a
+    GPU (compiled for sm_90 only), so it is neither tested nor timed on the H200 yet."""
+    return _kernel_choice("FLAMIA_DKDV_KERNEL", fp8, gluon_fp8=True)
 
 
 def _gluon_takes(env: str, why: str | None) -> bool:
@@ -183,6 +187,15 @@ def _gluon_takes(env: str, why: str | None) -> bool:
     if os.environ.get(env, "auto") == "gluon":
         raise ValueError(f"{env}=gluon: {why}")
     return False
+
+
+def _gluon_fp8_mma() -> str | None:
+    """Why the Gluon FP8 kernels cannot run the FP8 MMA mode of the moment, or None: they run
+    Hopper's FP8 MMA with its native accumulation (fast) only."""
+    mode = FP8_MMA_MODES[fp8_mma_mode()]
+    return None if mode == "fast" else (
+        f"FLAMIA_FP8_MMA={mode}: the Gluon FP8 kernels run the fast mode only; accepted with "
+        "FLAMIA_FWD_KERNEL / FLAMIA_DKDV_KERNEL = gluon: FLAMIA_FP8_MMA=fast (or unset on Hopper)")
 
 
 def fwd_blocks(d: int, fp8: bool = False) -> tuple[int, int]:
@@ -929,7 +942,8 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
                 raise ValueError(f"Gluon forward: {why}; the triton forward runs {triton_m}-query "
                                  f"tiles, the batch plan has {block_m} (FLAMIA_GLUON_FWD)")
         else:  # only when asked for (fwd_kernel), so inputs it cannot take are an error
-            _gluon_takes("FLAMIA_FWD_KERNEL", attention_hopper.supports(fp8=("q", "k"), q=q, k=k))
+            _gluon_takes("FLAMIA_FWD_KERNEL", attention_hopper.supports(fp8=("q", "k"), q=q, k=k)
+                         or _gluon_fp8_mma())
             return attention_hopper.attention_fwd8_hopper(
                 q, k, fp8["vt"], fp8["sq"], _check_key_scales(fp8["skv"]), seg_start, order_fwd,
                 softmax_scale, o, lse)
@@ -1007,7 +1021,16 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         dqa = torch.empty((1, 1, 1), dtype=torch.float32, device=q.device)
         sem = torch.empty((1, 1), dtype=torch.int32, device=q.device)
     gluon_dkdv = False
-    if dkdv_kernel(is_fp8) == "gluon":
+    if is_fp8 and dkdv_kernel(True) == "gluon":  # only when asked for, so no fallback
+        from . import attention_hopper
+        gluon_tiles = attention_hopper.DKDV8_CONFIG[:2]
+        _gluon_takes("FLAMIA_DKDV_KERNEL", _gluon_fp8_mma() or (
+            None if (bm, bn) == gluon_tiles else
+            f"dK/dV tiles {(bm, bn)} (FLAMIA_BWD_BLOCKS), the Gluon FP8 kernel's are {gluon_tiles}"))
+        attention_hopper.attention_dkdv8_hopper(q, k, v, do_in, qt, dot, qrow, skv, seg_end,
+                                                order_dkdv, softmax_scale, dk, dv)
+        gluon_dkdv = True
+    elif dkdv_kernel(is_fp8) == "gluon":
         from . import attention_hopper
         gluon_tiles = attention_hopper.DKDV_CONFIG[:2]
         why = attention_hopper.supports(q=q, k=k, v=v, do=do) or (

@@ -56,6 +56,16 @@ chain (S row maximum, exponentials, P' row maximum, scaling, E4M3 cast, operand 
 two warps per scheduler, not the MMAs, sets the pace; overlapping the MMAs differently
 (FLAMIA_GLUON_FWD8=overlap) did not change it.
 
+The FP8 dK/dV kernel (_attn_bwd_dkdv8_hopper_ws_kernel, mxfp8 and nvfp4_fp8) is the triton FP8
+dK/dV kernels' function on their 64 x 64 tiles in one kernel where triton runs two (a dV-only
+and a dK-only kernel, each recomputing S^T and P^T): a P partition (S^T, P^T, dV) hands P^T to a
+dS partition (dP^T, dS^T, dK) through shared memory; see DKDV8_CONFIG. It runs only when asked
+for (FLAMIA_DKDV_KERNEL=gluon). Written on 2026-12-05 without a GPU: it compiles for sm_90 with
+no spills (168 registers; per 64 x 64 pair 452 SASS instructions per warp in the P partition and
+447 in the dS partition, against 446 + 585 for the triton dV-only and dK-only kernels; triton
+3.6, bench/gluon_report.py), and its GPU tests (bitwise equal to the triton kernels, probes) and
+timing are prepared (bench/h200_session.sh dkdv8) but not yet run.
+
 The three BF16 kernels run by default on GPUs of compute capability 9.x (FLAMIA_FWD_KERNEL / FLAMIA_DQ_KERNEL /
 FLAMIA_DKDV_KERNEL = auto, the default, or gluon; see kernels.attention.fwd_kernel, dq_kernel,
 dkdv_kernel).
@@ -1293,6 +1303,330 @@ def _attn_bwd_dkdv_hopper_ws_kernel(
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
+# ------------------------------------------------------------------------------------------
+# Backward, FP8 (mxfp8, nvfp4_fp8): dK and dV of a key tile in one warp-specialized kernel
+# ------------------------------------------------------------------------------------------
+
+# The triton FP8 backward runs dK/dV as two kernels (kernels.attention.dkdv_parts: with dK, dV,
+# S^T and dP^T in one program's registers it spills), each recomputing S^T = K Q^T and P^T.
+# This kernel computes S^T and P^T once per (key tile, query tile) pair and splits the work
+# between two consumer warpgroups over the same 64 keys:
+#   P partition:  S^T = K Q^T, P^T, P'^T = P^T sdO quantized per row, dV += P'^T dO;
+#   dS partition: dP^T = V dO^T, dS^T = P^T (dP^T sV - delta), dS'^T = dS^T sQ quantized per
+#                 row, dK += dS'^T Q;
+# P^T goes from the first to the second through shared memory (fp32, exactly the values the
+# P partition used; a 2-slot ring with ready / free mbarriers). Each warpgroup holds one fp32
+# accumulator (64 keys x D) and one MMA result, as each triton kernel of the split does, so
+# neither spills, and each one's MMAs run while the other does its element-wise work. A producer
+# warp brings K and V once and, per pair, Q and dO^T's token-contiguous copy (the P partition's
+# operands) and dO and Q's token-contiguous copy (the dS partition's) into a ring.
+# Same tiles (64 queries x 64 keys; the query tile is the recipe's 64-token group of P'^T and
+# dS'^T) and the same operations per element in the same order as the triton kernels, so the
+# same bits: the plan is shared with them.
+DKDV8_CONFIG = (64, 64, 2)  # (BLOCK_M queries, BLOCK_N keys, ring slots)
+DKDV8_CONSUMER_REGS = 240  # 2 x 128 x 240 + 32 x 24 <= 65536 registers
+DKDV8_PRODUCER_REGS = 24
+P_SLOTS = gl.constexpr(2)  # P^T tiles in flight between the partitions
+
+
+def dkdv8_stages() -> int:
+    """Ring slots of the FP8 dK/dV kernel: DKDV8_CONFIG's, or FLAMIA_GLUON_DKDV8=S (sweeps; 2 or
+    3: at D = 128 a slot holds four 8 KB tiles, 48 KB with nvfp4_fp8's bf16 Q tiles, so 4 slots
+    would not fit in shared memory), read at every launch."""
+    text = os.environ.get("FLAMIA_GLUON_DKDV8")
+    if not text:
+        return DKDV8_CONFIG[2]
+    if text not in ("2", "3"):
+        raise ValueError(f"FLAMIA_GLUON_DKDV8={text!r}; accepted: ring slots 2 or 3")
+    return int(text)
+
+
+@gluon.jit
+def _query_rows8(qrow_ptr, m, total, MASKED: gl.constexpr, BLOCK_M: gl.constexpr,
+                 s_layout: gl.constexpr):
+    """lse2, delta, sQ, sdO of query tile m from the [T, 4] rows (kernels.attention.QROW) of one
+    query head (0 past the last token, as the triton kernels load them), in the layout of S^T's
+    columns. One flat [4 * BLOCK_M] vector whose layout gives each thread the 32 contiguous
+    bytes (4 values of queries 2t, 2t + 1 of every 8, t = lane % 4) that the accumulator layout
+    puts in its columns (see _key_scales8): 16 vector loads instead of 64 scalar ones."""
+    flat: gl.constexpr = gl.DistributedLinearLayout(
+        reg_bases=[[1], [2], [4], [32], [64], [128]], lane_bases=[[8], [16], [0], [0], [0]],
+        warp_bases=[[0], [0]], block_bases=[], shape=[4 * BLOCK_M])
+    offs = 4 * m * BLOCK_M + gl.arange(0, 4 * BLOCK_M, layout=flat)
+    if MASKED:
+        rows = gl.load(qrow_ptr + offs, mask=offs < 4 * total, other=0.0)
+    else:
+        rows = gl.load(qrow_ptr + offs)
+    even, odd = gl.split(gl.reshape(rows, [BLOCK_M, 2, 2]))  # fields (0, 2) and (1, 3)
+    lse, sq = gl.split(even)
+    delta, sdo = gl.split(odd)
+    cols: gl.constexpr = gl.SliceLayout(0, s_layout)
+    return (gl.convert_layout(lse, cols), gl.convert_layout(delta, cols),
+            gl.convert_layout(sq, cols), gl.convert_layout(sdo, cols))
+
+
+@gluon.jit
+def _visible_t(x, offs_n, seg_end_n, m, BLOCK_M: gl.constexpr, s_layout: gl.constexpr):
+    """x [keys, queries] with the entries a key cannot see set to 0: queries of its own segment
+    from the key on (kernels.attention._dkdv_tile's mask)."""
+    offs_m = m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
+    visible = ((gl.expand_dims(offs_m, 0) >= gl.expand_dims(offs_n, 1))
+               & (gl.expand_dims(offs_m, 0) < gl.expand_dims(seg_end_n, 1)))
+    return gl.where(visible, x, 0.0)
+
+
+@gluon.jit
+def _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
+                  qrow_ptr, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, i, total,
+                  MASKED: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+                  s_layout: gl.constexpr, dv_layout: gl.constexpr, op_layout: gl.constexpr):
+    """Pair i (query tile m) of the P partition: S^T = K Q^T, P^T (kernels.attention._dkdv_tile:
+    exp2(S^T sQ c_K - lse2), masked), P^T to the dS partition, dV += P'^T dO (P'^T = P^T sdO
+    quantized per row, the MMA from a zero accumulator, its row scale applied in fp32)."""
+    slot = i % STAGES
+    lse, _, sq, sdo = _query_rows8(qrow_ptr, m, total, MASKED, BLOCK_M, s_layout)
+    mbarrier.wait(q_bars.index(slot), (i // STAGES) & 1)
+    st = warpgroup_mma(k_smem, q_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
+                       is_async=True)
+    st = warpgroup_mma_wait(num_outstanding=0, deps=(st, ))
+    # (S^T sQ) c_K - lse2: one FMA per element after the exact power-of-two sQ, as triton's.
+    pt = gl.exp2(st * gl.expand_dims(sq, 0) * gl.expand_dims(c_k, 1) - gl.expand_dims(lse, 0))
+    if MASKED:
+        pt = _visible_t(pt, offs_n, seg_end_n, m, BLOCK_M, s_layout)
+    ps = i % P_SLOTS
+    # A fresh mbarrier counts as having completed the phase before its first: the first
+    # round's waits (parity 1) pass at once.
+    mbarrier.wait(p_free.index(ps), ((i // P_SLOTS) & 1) ^ 1)
+    pt_smem.index(ps).store(pt)
+    cta_barrier()  # this partition's warps only (a named barrier): all of P^T is stored
+    mbarrier.arrive(p_ready.index(ps))
+    pq, p_scale = _quantize_p8(pt, sdo)
+    x = warpgroup_mma(_p8_operand(pq, op_layout), dot_smem.index(slot).permute((1, 0)), dv_zero,
+                      use_acc=False, is_async=True)
+    x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
+    mbarrier.arrive(qdo_empty.index(slot))
+    rows: gl.constexpr = gl.SliceLayout(1, dv_layout)
+    return dv + x * gl.expand_dims(gl.convert_layout(p_scale, rows), 1)
+
+
+@gluon.jit
+def _dkdv8_ds_step(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem, p_ready, p_free,
+                   qrow_ptr, sv, s_zero, dk_zero, m, i, total, MASKED: gl.constexpr,
+                   BLOCK_M: gl.constexpr, STAGES: gl.constexpr, s_layout: gl.constexpr,
+                   dk_layout: gl.constexpr, op_layout: gl.constexpr, QK_BF16: gl.constexpr):
+    """Pair i (query tile m) of the dS partition: dP^T = V dO^T, P^T from the P partition,
+    dS^T = P^T (dP^T sdO sV - delta), dK += dS'^T Q (dS'^T = dS^T sQ quantized per row; for
+    nvfp4_fp8 widened to bf16, exactly, against Q's bf16-held NVFP4 values)."""
+    slot = i % STAGES
+    _, delta, sq, sdo = _query_rows8(qrow_ptr, m, total, MASKED, BLOCK_M, s_layout)
+    mbarrier.wait(do_bars.index(slot), (i // STAGES) & 1)
+    dpt = warpgroup_mma(v_smem, do_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
+                        is_async=True)
+    dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt, ))
+    ps = i % P_SLOTS
+    mbarrier.wait(p_ready.index(ps), (i // P_SLOTS) & 1)
+    pt = pt_smem.index(ps).load(s_layout)
+    cta_barrier()  # every warp of this partition has read P^T
+    mbarrier.arrive(p_free.index(ps))
+    # (dP^T sdO) sV - delta: one FMA per element after the exact power-of-two sdO, as triton's.
+    dst = pt * (dpt * gl.expand_dims(sdo, 0) * gl.expand_dims(sv, 1) - gl.expand_dims(delta, 0))
+    dsf = dst * gl.expand_dims(sq, 0)
+    exp = e8m0_exponent(gl.max(gl.abs(dsf), 1))
+    ds8 = (dsf * gl.expand_dims(pow2(-exp), 1)).to(gl.float8e4nv)
+    if QK_BF16:
+        ds8 = ds8.to(gl.bfloat16)
+    x = warpgroup_mma(gl.convert_layout(ds8, op_layout), qt_smem.index(slot).permute((1, 0)),
+                      dk_zero, use_acc=False, is_async=True)
+    x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
+    mbarrier.arrive(qdo_empty.index(slot))
+    rows: gl.constexpr = gl.SliceLayout(1, dk_layout)
+    return dk + x * gl.expand_dims(gl.convert_layout(pow2(exp), rows), 1)
+
+
+@gluon.jit
+def _store_key_rows(x, out_ptr, kv_col, start_n, total, H_KV: gl.constexpr,
+                    HEAD_DIM: gl.constexpr, layout: gl.constexpr):
+    """x [64 keys, D] rounded to bf16 into out [T, Hkv, D] (contiguous) at keys start_n.., rows
+    past the last token dropped."""
+    offs_n = start_n + gl.arange(0, x.shape[0], layout=gl.SliceLayout(1, layout))
+    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
+    ptrs = (out_ptr + gl.expand_dims(offs_n.to(gl.int64) * (H_KV * HEAD_DIM), 1)
+            + (kv_col + gl.expand_dims(offs_d, 0)))
+    gl.store(ptrs, x.to(gl.bfloat16), mask=gl.expand_dims(offs_n < total, 1))
+
+
+@gluon.jit
+def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
+                  dv_ptr, qrow_ptr, skv_ptr, seg_end_ptr, stride_rh, total, qk_scale, kv_col,
+                  start_n, lo, full_lo, full_hi, hi, nq, head0, HEAD_DIM: gl.constexpr,
+                  H_KV: gl.constexpr, G: gl.constexpr, BLOCK_M: gl.constexpr,
+                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr):
+    """The P partition (see DKDV8_CONFIG): dV of keys start_n .. start_n + 63 over the
+    (query head, query tile) pairs of the ring. QK_K: the K step of S^T's MMA (32 for E4M3 Q and
+    K, 16 for nvfp4_fp8's bf16-held values)."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, QK_K])
+    dv_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 32])
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dv_layout, k_width=4)
+    offs_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
+    key_ok = offs_n < total
+    seg_end_n = gl.load(seg_end_ptr + offs_n, mask=key_ok, other=0)
+    # c_K = sK * softmax scale * log2(e): the per-key factor of S^T (1 past the last token)
+    c_k = gl.load(skv_ptr + 2 * offs_n, mask=key_ok, other=1.0) * qk_scale
+    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dv_layout)
+    s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=s_layout)
+    dv_zero = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dv_layout)
+    mbarrier.wait(kv_bar, 0)
+    for g in range(G):  # the query heads reading this kv head: no atomics
+        qrow = qrow_ptr + (head0 + g) * stride_rh
+        base = g * nq - lo  # pair index of (g, m) is base + m
+        # Three loops, no branch inside a step (see _fwd_step).
+        for m in range(lo, full_lo):
+            dv = _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
+                               p_free, qrow, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, base + m,
+                               total, True, BLOCK_M, STAGES, s_layout, dv_layout, op_layout)
+        for m in range(full_lo, full_hi):
+            dv = _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
+                               p_free, qrow, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, base + m,
+                               total, False, BLOCK_M, STAGES, s_layout, dv_layout, op_layout)
+        for m in range(full_hi, hi):
+            dv = _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
+                               p_free, qrow, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, base + m,
+                               total, True, BLOCK_M, STAGES, s_layout, dv_layout, op_layout)
+    _store_key_rows(dv, dv_ptr, kv_col, start_n, total, H_KV, HEAD_DIM, dv_layout)
+
+
+@gluon.jit
+def _dkdv8_ds_rows(v_smem, kv_bar, do_smem, qt_smem, do_bars, qdo_empty, pt_smem, p_ready,
+                   p_free, dk_ptr, qrow_ptr, skv_ptr, stride_rh, total, sm_scale, kv_col,
+                   start_n, lo, full_lo, full_hi, hi, nq, head0, HEAD_DIM: gl.constexpr,
+                   H_KV: gl.constexpr, G: gl.constexpr, BLOCK_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr):
+    """The dS partition (see DKDV8_CONFIG): dK of keys start_n .. start_n + 63, scaled by the
+    softmax scale at the end as the triton kernel does."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 32])
+    dk_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, QK_K])
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk_layout,
+                                                  k_width=QK_K // 8)
+    offs_n = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
+    sv = gl.load(skv_ptr + 2 * offs_n + 1, mask=offs_n < total, other=1.0)
+    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dk_layout)
+    s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=s_layout)
+    dk_zero = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dk_layout)
+    QK_BF16: gl.constexpr = QK_K == 16
+    mbarrier.wait(kv_bar, 0)
+    for g in range(G):
+        qrow = qrow_ptr + (head0 + g) * stride_rh
+        base = g * nq - lo
+        for m in range(lo, full_lo):
+            dk = _dkdv8_ds_step(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem,
+                                p_ready, p_free, qrow, sv, s_zero, dk_zero, m, base + m, total,
+                                True, BLOCK_M, STAGES, s_layout, dk_layout, op_layout, QK_BF16)
+        for m in range(full_lo, full_hi):
+            dk = _dkdv8_ds_step(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem,
+                                p_ready, p_free, qrow, sv, s_zero, dk_zero, m, base + m, total,
+                                False, BLOCK_M, STAGES, s_layout, dk_layout, op_layout, QK_BF16)
+        for m in range(full_hi, hi):
+            dk = _dkdv8_ds_step(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem,
+                                p_ready, p_free, qrow, sv, s_zero, dk_zero, m, base + m, total,
+                                True, BLOCK_M, STAGES, s_layout, dk_layout, op_layout, QK_BF16)
+    _store_key_rows(dk * sm_scale, dk_ptr, kv_col, start_n, total, H_KV, HEAD_DIM, dk_layout)
+
+
+@gluon.jit
+def _dkdv8_producer(k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc, k_smem, v_smem, kv_bar,
+                    q_smem, do_smem, qt_smem, dot_smem, q_bars, do_bars, qdo_empty, start_n,
+                    kv_col, count, nq, lo, head0, HEAD_DIM: gl.constexpr,
+                    BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
+    """The TMA producer warp: K and V, then per (query head, query tile) pair j the P
+    partition's Q and dO^T tiles (q_bars) and the dS partition's dO and Q^T tiles (do_bars)
+    into slot j % STAGES once both partitions have released it. The token-contiguous copies
+    [H * D, T_pad] are read at [head * D, first token]."""
+    mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+    tma_load(k_desc, [start_n, kv_col], kv_bar, k_smem)
+    tma_load(v_desc, [start_n, kv_col], kv_bar, v_smem)
+    for j in range(count):
+        slot = j % STAGES
+        mbarrier.wait(qdo_empty.index(slot), ((j // STAGES) & 1) ^ 1)
+        g = j // nq
+        row = (lo + j - g * nq) * BLOCK_M
+        col = (head0 + g) * HEAD_DIM
+        mbarrier.expect(q_bars.index(slot), q_desc.block_type.nbytes + dot_desc.block_type.nbytes)
+        tma_load(q_desc, [row, col], q_bars.index(slot), q_smem.index(slot))
+        tma_load(dot_desc, [col, row], q_bars.index(slot), dot_smem.index(slot))
+        mbarrier.expect(do_bars.index(slot), do_desc.block_type.nbytes + qt_desc.block_type.nbytes)
+        tma_load(do_desc, [row, col], do_bars.index(slot), do_smem.index(slot))
+        tma_load(qt_desc, [col, row], do_bars.index(slot), qt_smem.index(slot))
+
+
+@gluon.jit
+def _ring(desc, STAGES: gl.constexpr):
+    return gl.allocate_shared_memory(desc.dtype, [STAGES] + desc.block_type.shape, desc.layout)
+
+
+@gluon.jit
+def _barriers(n: gl.constexpr, count: gl.constexpr):
+    bars = gl.allocate_shared_memory(gl.int64, [n, 1], mbarrier.MBarrierLayout())
+    for j in gl.static_range(n):
+        mbarrier.init(bars.index(j), count=count)
+    return bars
+
+
+@gluon.jit
+def _attn_bwd_dkdv8_hopper_ws_kernel(
+    q_desc, k_desc, v_desc, do_desc, qt_desc, dot_desc, dk_ptr, dv_ptr, qrow_ptr, skv_ptr,
+    seg_end_ptr, order_ptr, stride_rh, stride_skh, total, c, sm_scale,
+    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+    STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """dK = sm_scale * sum of dS'^T Q, dV = sum of P'^T dO over the query tiles (of every query
+    head of the GQA group) that see this key tile: kernels.attention._attn_bwd_dkdv_kernel's FP8
+    function (PART 0, or PARTs 1 and 2) on its tiles. Grid (Hkv, 64-key tiles in launch order),
+    num_warps = 4 (the P partition). Descriptors: q (E4M3, or bf16 for nvfp4_fp8) and do (E4M3)
+    over [T, H * D] with BLOCK_M rows, k and v over [T, Hkv * D] with 64 rows, qt and dot over
+    the token-contiguous copies [Hq * D, T_pad] with [D, BLOCK_M] blocks; qrow [Hq, T, 4]
+    (lse2, delta, sQ, sdO), skv [Hkv, T, 2] (sK, sV); dk, dv contiguous [T, Hkv, D] bf16."""
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    tile, start_n, kv_col, lo, full_lo, full_hi, hi, nq, count, head0 = _key_program(
+        order_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N)
+    skv_ptr = skv_ptr + (kv_col // HEAD_DIM) * stride_skh
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, v_desc.block_type.shape, v_desc.layout)
+    q_smem = _ring(q_desc, STAGES)
+    dot_smem = _ring(dot_desc, STAGES)
+    do_smem = _ring(do_desc, STAGES)
+    qt_smem = _ring(qt_desc, STAGES)
+    pt_smem = gl.allocate_shared_memory(gl.float32, [P_SLOTS, BLOCK_N, BLOCK_M],
+                                        gl.SwizzledSharedLayout(2, 1, 8, order=[1, 0]))
+    kv_bar = _barriers(1, 1)
+    q_bars = _barriers(STAGES, 1)
+    do_bars = _barriers(STAGES, 1)
+    qdo_empty = _barriers(STAGES, 2)
+    p_ready = _barriers(P_SLOTS, 1)
+    p_free = _barriers(P_SLOTS, 1)
+    fence_async_shared()
+    QK_K: gl.constexpr = 256 // q_desc.dtype.primitive_bitwidth
+    G: gl.constexpr = H_Q // H_KV
+    gl.warp_specialize([
+        (_dkdv8_p_rows, (k_smem, kv_bar.index(0), q_smem, dot_smem, q_bars, qdo_empty, pt_smem,
+                         p_ready, p_free, dv_ptr, qrow_ptr, skv_ptr, seg_end_ptr, stride_rh,
+                         total, c, kv_col, start_n, lo, full_lo, full_hi, hi, nq, head0,
+                         HEAD_DIM, H_KV, G, BLOCK_M, BLOCK_N, STAGES, QK_K)),
+        (_dkdv8_ds_rows, (v_smem, kv_bar.index(0), do_smem, qt_smem, do_bars, qdo_empty,
+                          pt_smem, p_ready, p_free, dk_ptr, qrow_ptr, skv_ptr, stride_rh, total,
+                          sm_scale, kv_col, start_n, lo, full_lo, full_hi, hi, nq, head0,
+                          HEAD_DIM, H_KV, G, BLOCK_M, BLOCK_N, STAGES, QK_K)),
+        (_dkdv8_producer, (k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc, k_smem, v_smem,
+                           kv_bar.index(0), q_smem, do_smem, qt_smem, dot_smem, q_bars, do_bars,
+                           qdo_empty, start_n, kv_col, count, nq, lo, head0, HEAD_DIM, BLOCK_M,
+                           STAGES)),
+    ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+
+
 GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float8_e4m3fn: gl.float8e4nv}
 
 
@@ -1469,4 +1803,44 @@ def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkd
         softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d,
         BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages, DEFER=defer, FUSE_DQ=fuse_dq,
         ORDERED=not unordered, num_warps=warps)
+    return dk, dv
+
+
+def attention_dkdv8_hopper(q8, k8, v8, do8, qt, dot, qrow, skv, seg_end, order_dkdv,
+                           softmax_scale, dk, dv):
+    """The FP8 dK/dV kernel (_attn_bwd_dkdv8_hopper_ws_kernel): writes dK, dV (bf16,
+    caller-allocated, contiguous [T, Hkv, D]) as the triton FP8 dK/dV kernels do, from
+    kernels.attention.attention_bwd's FP8 arguments: q8, k8 (E4M3, or bf16 holding
+    nvfp4_fp8's NVFP4 values), v8, do8 (E4M3) [T, H, D]; qt (Q's dtype) and dot (E4M3) the
+    token-contiguous copies [Hq, D, T_pad]; qrow [Hq, T, 4] (lse2, delta, sQ, sdO, the delta
+    kernel's) and skv [Hkv, T, 2]; order_dkdv: launch order of DKDV8_CONFIG[1]-key tiles."""
+    why = supports(fp8=("q", "k", "v", "do"), q=q8, k=k8, v=v8, do=do8)
+    if why is None and q8.dtype != k8.dtype:
+        why = f"q and k must have one dtype, got {q8.dtype} and {k8.dtype}"
+    if why is None and torch.bfloat16 in (v8.dtype, do8.dtype):
+        why = f"v and do must be torch.float8_e4m3fn, got {v8.dtype} and {do8.dtype}"
+    total, hq, d = q8.shape
+    for name, t, dtype, heads in (("qt", qt, q8.dtype, hq), ("dot", dot, do8.dtype, hq)):
+        if why is None and (t.dtype != dtype or t.shape[:2] != (heads, d) or t.stride(2) != 1
+                            or t.stride(0) != d * t.stride(1) or t.stride(1) % 16
+                            or t.shape[2] < total):
+            why = (f"{name} must be a token-contiguous copy [H, D, T_pad] in {dtype} (contiguous "
+                   f"heads, T_pad >= T a multiple of 16), got {t.dtype} {tuple(t.shape)} "
+                   f"strides {t.stride()}")
+    if why is not None:
+        raise ValueError(why)
+    hkv = k8.shape[1]
+    assert dk.shape == dv.shape == k8.shape and dk.is_contiguous() and dv.is_contiguous()
+    assert dk.dtype == dv.dtype == torch.bfloat16, "dk, dv: bf16"
+    assert qrow.shape == (hq, total, 4) and qrow.is_contiguous(), "qrow: contiguous [Hq, T, 4]"
+    assert skv.shape == (hkv, total, 2) and skv.is_contiguous(), "skv: contiguous [Hkv, T, 2]"
+    block_m, block_n, _ = DKDV8_CONFIG
+    stages = dkdv8_stages()
+    _attn_bwd_dkdv8_hopper_ws_kernel[(hkv, order_dkdv.numel())](
+        _rows_view(q8, block_m), _rows_view(k8, block_n), _rows_view(v8, block_n),
+        _rows_view(do8, block_m), _token_major_view(qt, block_m), _token_major_view(dot, block_m),
+        dk, dv, qrow, skv, seg_end, order_dkdv, qrow.stride(0), skv.stride(0), total,
+        softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=block_m,
+        STAGES=stages, CONSUMER_REGS=DKDV8_CONSUMER_REGS, PRODUCER_REGS=DKDV8_PRODUCER_REGS,
+        num_warps=4)
     return dk, dv
