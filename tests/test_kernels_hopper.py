@@ -400,9 +400,13 @@ def test_gluon_fp8_forward_is_the_triton_fp8_forward(lengths, hq, hkv, d, recipe
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4_fp8"])
-def test_gluon_fp8_forward_does_not_leak(recipe, monkeypatch):
-    """The probes on the FP8 recipes with the Gluon FP8 forward asked for (no fallback)."""
-    monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
+@pytest.mark.parametrize("kernels", [("FLAMIA_FWD_KERNEL", ),
+                                     ("FLAMIA_FWD_KERNEL", "FLAMIA_DKDV_KERNEL")])
+def test_gluon_fp8_kernels_do_not_leak(recipe, kernels, monkeypatch):
+    """The probes on the FP8 recipes with the Gluon FP8 forward, and the Gluon FP8 dK/dV kernel,
+    asked for (no fallback)."""
+    for env in kernels:
+        monkeypatch.setenv(env, "gluon")
     total = 4096
     cu = adversarial_cu_seqlens(total, device="cuda")
     q, k, v, do = rand_qkvdo(total, 8, 2, 128, seed=4, device="cuda")
@@ -471,25 +475,6 @@ def test_gluon_fp8_dkdv_is_the_triton_fp8_dkdv(lengths, hq, hkv, d, recipe, pois
             assert torch.isfinite(a).all(), f"{name} {t}: non-finite (unwritten?) elements"
             rel = ((a.float() - b.float()).norm() / b.float().norm()).item()
             assert torch.equal(a, b), f"{name} {t} differs from the split kernels': {rel:.2e}"
-
-
-@pytest.mark.gpu
-@hopper
-@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4_fp8"])
-def test_gluon_fp8_dkdv_does_not_leak(recipe, monkeypatch):
-    """The probes on the FP8 recipes with the Gluon FP8 dK/dV kernel asked for (no fallback),
-    the Gluon FP8 forward too."""
-    monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "gluon")
-    monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
-    total = 4096
-    cu = adversarial_cu_seqlens(total, device="cuda")
-    q, k, v, do = rand_qkvdo(total, 8, 2, 128, seed=4, device="cuda")
-    res = probe_attention(
-        lambda *a: flamia.attention(*a, total, recipe=recipe, impl="triton"), q, k, v, cu, do,
-        max_targets=3)
-    for r in res.values():
-        assert r.n_compared > 0
-        assert r.max_abs_delta == 0.0, str(r)
 
 
 @pytest.mark.gpu

@@ -79,6 +79,7 @@ import functools
 import os
 
 import torch
+import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -515,23 +516,43 @@ def fwd8_mode() -> str:
     return mode
 
 
+@triton.constexpr_function
+def _column_rows_layout(fields, block):
+    """Layout of a flat [fields * block] vector holding ``fields`` fp32 values per token (one row
+    each) that gives each thread of a 4-warp warpgroup the rows of the tokens S's accumulator
+    layout puts in its columns: tokens 2t, 2t + 1 of every 8 (t = lane % 4), 4 * fields
+    contiguous bytes twice per 8 tokens, the same in every warp and row."""
+    field_bits = [[1 << b] for b in range(fields.bit_length() - 1)]
+    token_bits = [[fields << b] for b in range(3, block.bit_length() - 1)]
+    return gl.DistributedLinearLayout(
+        reg_bases=field_bits + [[fields]] + token_bits,
+        lane_bases=[[2 * fields], [4 * fields], [0], [0], [0]], warp_bases=[[0], [0]],
+        block_bases=[], shape=[fields * block])
+
+
+@gluon.jit
+def _column_rows(ptr, n, total, other, FIELDS: gl.constexpr, MASKED: gl.constexpr,
+                 BLOCK: gl.constexpr):
+    """The [T, FIELDS] rows of tile n's BLOCK tokens as [BLOCK, FIELDS] in the layout of S's
+    columns (_column_rows_layout: vector loads instead of one scalar load per token and field);
+    ``other`` past the last token."""
+    flat: gl.constexpr = _column_rows_layout(FIELDS, BLOCK)
+    offs = FIELDS * n * BLOCK + gl.arange(0, FIELDS * BLOCK, layout=flat)
+    if MASKED:
+        rows = gl.load(ptr + offs, mask=offs < FIELDS * total, other=other)
+    else:
+        rows = gl.load(ptr + offs)
+    return gl.reshape(rows, [BLOCK, FIELDS])
+
+
 @gluon.jit
 def _key_scales8(skv_ptr, n, total, MASKED: gl.constexpr, BLOCK_N: gl.constexpr,
                  s_layout: gl.constexpr):
     """sK and sV of key tile n from the [T, 2] rows of this program's kv head (1 past the last
-    token, as the triton kernel loads them), in the layout of S's columns. Read as one flat
-    [2 * BLOCK_N] vector whose layout gives each thread the 16 contiguous bytes (sK, sV of two
-    adjacent keys) that S's accumulator layout puts in its columns (keys 2t, 2t + 1 of every 8,
-    t = lane % 4): 8 vector loads instead of 32 scalar ones; split, it is S's column layout."""
-    flat: gl.constexpr = gl.DistributedLinearLayout(
-        reg_bases=[[1], [2], [16], [32], [64]], lane_bases=[[4], [8], [0], [0], [0]],
-        warp_bases=[[0], [0]], block_bases=[], shape=[2 * BLOCK_N])
-    offs = 2 * n * BLOCK_N + gl.arange(0, 2 * BLOCK_N, layout=flat)
-    if MASKED:
-        rows = gl.load(skv_ptr + offs, mask=offs < 2 * total, other=1.0)
-    else:
-        rows = gl.load(skv_ptr + offs)
-    sk, sv = gl.split(gl.reshape(rows, [BLOCK_N, 2]))
+    token, as the triton kernel loads them), in the layout of S's columns: each thread loads
+    the 16 contiguous bytes (sK, sV of two adjacent keys) that S's accumulator layout puts in
+    its columns, 8 vector loads instead of 32 scalar ones; split, it is S's column layout."""
+    sk, sv = gl.split(_column_rows(skv_ptr, n, total, 1.0, 2, MASKED, BLOCK_N))
     cols: gl.constexpr = gl.SliceLayout(0, s_layout)
     return gl.convert_layout(sk, cols), gl.convert_layout(sv, cols)
 
@@ -1346,17 +1367,8 @@ def _query_rows8(qrow_ptr, m, total, MASKED: gl.constexpr, BLOCK_M: gl.constexpr
                  s_layout: gl.constexpr):
     """lse2, delta, sQ, sdO of query tile m from the [T, 4] rows (kernels.attention.QROW) of one
     query head (0 past the last token, as the triton kernels load them), in the layout of S^T's
-    columns. One flat [4 * BLOCK_M] vector whose layout gives each thread the 32 contiguous
-    bytes (4 values of queries 2t, 2t + 1 of every 8, t = lane % 4) that the accumulator layout
-    puts in its columns (see _key_scales8): 16 vector loads instead of 64 scalar ones."""
-    flat: gl.constexpr = gl.DistributedLinearLayout(
-        reg_bases=[[1], [2], [4], [32], [64], [128]], lane_bases=[[8], [16], [0], [0], [0]],
-        warp_bases=[[0], [0]], block_bases=[], shape=[4 * BLOCK_M])
-    offs = 4 * m * BLOCK_M + gl.arange(0, 4 * BLOCK_M, layout=flat)
-    if MASKED:
-        rows = gl.load(qrow_ptr + offs, mask=offs < 4 * total, other=0.0)
-    else:
-        rows = gl.load(qrow_ptr + offs)
+    columns (_column_rows: 16 vector loads per thread instead of 64 scalar ones)."""
+    rows = _column_rows(qrow_ptr, m, total, 0.0, 4, MASKED, BLOCK_M)
     even, odd = gl.split(gl.reshape(rows, [BLOCK_M, 2, 2]))  # fields (0, 2) and (1, 3)
     lse, sq = gl.split(even)
     delta, sdo = gl.split(odd)
@@ -1376,6 +1388,17 @@ def _visible_t(x, offs_n, seg_end_n, m, BLOCK_M: gl.constexpr, s_layout: gl.cons
 
 
 @gluon.jit
+def _ring_tile_mma(a_smem, ring, bars, zero, i, STAGES: gl.constexpr):
+    """a @ tile^T for the [64 tokens, D] tile of pair i in its ring slot, once that slot's TMA
+    loads have landed (S^T = K Q^T, dP^T = V dO^T), waited for."""
+    slot = i % STAGES
+    mbarrier.wait(bars.index(slot), (i // STAGES) & 1)
+    acc = warpgroup_mma(a_smem, ring.index(slot).permute((1, 0)), zero, use_acc=False,
+                        is_async=True)
+    return warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+
+
+@gluon.jit
 def _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
                   qrow_ptr, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, i, total,
                   MASKED: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
@@ -1385,10 +1408,7 @@ def _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_re
     quantized per row, the MMA from a zero accumulator, its row scale applied in fp32)."""
     slot = i % STAGES
     lse, _, sq, sdo = _query_rows8(qrow_ptr, m, total, MASKED, BLOCK_M, s_layout)
-    mbarrier.wait(q_bars.index(slot), (i // STAGES) & 1)
-    st = warpgroup_mma(k_smem, q_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
-                       is_async=True)
-    st = warpgroup_mma_wait(num_outstanding=0, deps=(st, ))
+    st = _ring_tile_mma(k_smem, q_smem, q_bars, s_zero, i, STAGES)
     # (S^T sQ) c_K - lse2: one FMA per element after the exact power-of-two sQ, as triton's.
     pt = gl.exp2(st * gl.expand_dims(sq, 0) * gl.expand_dims(c_k, 1) - gl.expand_dims(lse, 0))
     if MASKED:
@@ -1419,10 +1439,7 @@ def _dkdv8_ds_step(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem, p_
     nvfp4_fp8 widened to bf16, exactly, against Q's bf16-held NVFP4 values)."""
     slot = i % STAGES
     _, delta, sq, sdo = _query_rows8(qrow_ptr, m, total, MASKED, BLOCK_M, s_layout)
-    mbarrier.wait(do_bars.index(slot), (i // STAGES) & 1)
-    dpt = warpgroup_mma(v_smem, do_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
-                        is_async=True)
-    dpt = warpgroup_mma_wait(num_outstanding=0, deps=(dpt, ))
+    dpt = _ring_tile_mma(v_smem, do_smem, do_bars, s_zero, i, STAGES)
     ps = i % P_SLOTS
     mbarrier.wait(p_ready.index(ps), (i // P_SLOTS) & 1)
     pt = pt_smem.index(ps).load(s_layout)
