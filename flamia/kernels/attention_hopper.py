@@ -1343,7 +1343,11 @@ def _attn_bwd_dkdv_hopper_ws_kernel(
 # operands) and dO and Q's token-contiguous copy (the dS partition's) into a ring.
 # Same tiles (64 queries x 64 keys; the query tile is the recipe's 64-token group of P'^T and
 # dS'^T) and the same operations per element in the same order as the triton kernels, so the
-# same bits: the plan is shared with them.
+# same bits: the plan is shared with them. Tried at compile time only (2026-12-05, triton 3.6):
+# each partition issuing its first MMA of a pair together with the last MMA of the pair before
+# (the FP8 forward's in-flight schedule, _fwd8_step) needs the in-flight accumulator (64 x D fp32)
+# next to S^T or dP^T, P^T and the per-query vectors: 708-988 B of spills per thread under
+# setmaxnreg 240, so each partition waits for its own MMAs here.
 DKDV8_CONFIG = (64, 64, 2)  # (BLOCK_M queries, BLOCK_N keys, ring slots)
 DKDV8_CONSUMER_REGS = 240  # 2 x 128 x 240 + 32 x 24 <= 65536 registers
 DKDV8_PRODUCER_REGS = 24
