@@ -104,9 +104,10 @@ def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.floa
              "v_desc": H._rows_view(torch.empty(4096, hkv, d, dtype=fp8), n),
              "do_desc": H._rows_view(torch.empty(4096, hq, d, dtype=fp8), m),
              "qt_desc": H._token_major_view(torch.empty(hq, d, 4096, dtype=qk_dtype), m),
-             "dot_desc": H._token_major_view(torch.empty(hq, d, 4096, dtype=fp8), m)}
+             "dot_desc": H._token_major_view(torch.empty(hq, d, 4096, dtype=fp8), m),
+             "qrow_desc": H._query_rows_view(torch.empty(hq, 4096, 4), m)}
     return _compile(H._attn_bwd_dkdv8_hopper_ws_kernel, (), (), (m, n, 4, st), d, hq, hkv,
-                    drop=("BLOCK_N", ), descs=descs, aligned=("stride_rh", "stride_skh"),
+                    drop=("BLOCK_N", ), descs=descs, aligned=("stride_skh", ),
                     ptrs={"dk_ptr": "*bf16", "dv_ptr": "*bf16"},
                     CONSUMER_REGS=H.DKDV8_CONSUMER_REGS, PRODUCER_REGS=H.DKDV8_PRODUCER_REGS)
 

@@ -144,17 +144,17 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
     """The Gluon FP8 dK/dV kernel (attention_hopper._attn_bwd_dkdv8_hopper_ws_kernel) for both
     FP8 recipes and both head dims: no spills (each consumer warpgroup holds one fp32
     accumulator, unlike the triton fused kernel), within an H100/H200's shared memory, and the
-    MMAs of one step per loop (three loops: masked, unmasked, masked): the P partition's S^T
+    MMAs of one step per loop: the P partition's (three loops: masked, unmasked, masked) S^T
     (D / 32 FP8 MMAs of K=32 for mxfp8, D / 16 BF16 ones of K=16 for nvfp4_fp8's bf16-held
-    NVFP4 values) and dV (2 FP8, 64 queries), the dS partition's dP^T (D / 32 FP8) and dK (2 FP8,
-    or 4 BF16 for nvfp4_fp8)."""
+    NVFP4 values) and dV (2 FP8, 64 queries), the dS partition's (one loop: it masks nothing)
+    dP^T (D / 32 FP8) and dK (2 FP8, or 4 BF16 for nvfp4_fp8)."""
     for d in (64, 128):
         out = _bench("bench.gluon_report", "--configs", "--dq", "--dkdv", "--dkdv8", "mxfp8",
                      "nvfp4_fp8", "--d", str(d)).stdout
         kernels = {k.split(":")[0]: k
                    for k in re.split(r"\ngluon ", "\n" + out.split("\n", 1)[1])[1:]}
-        for recipe, hgmma, qgmma in (("mxfp8", 0, 3 * (d // 32 + 2 + d // 32 + 2)),
-                                     ("nvfp4_fp8", 3 * (d // 16 + 4), 3 * (2 + d // 32))):
+        for recipe, hgmma, qgmma in (("mxfp8", 0, 3 * (d // 32 + 2) + d // 32 + 2),
+                                     ("nvfp4_fp8", 3 * d // 16 + 4, 3 * 2 + d // 32)):
             block = kernels[f"dkdv8 {recipe}"]
             assert int(re.search(r"shared (\d+) B", block).group(1)) <= 227 * 1024, out
             assert re.search(r"HGMMA (\d+) QGMMA (\d+)", block).groups() == (

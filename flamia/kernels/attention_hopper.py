@@ -61,8 +61,8 @@ dK/dV kernels' function on their 64 x 64 tiles in one kernel where triton runs t
 and a dK-only kernel, each recomputing S^T and P^T): a P partition (S^T, P^T, dV) hands P^T to a
 dS partition (dP^T, dS^T, dK) through shared memory; see DKDV8_CONFIG. It runs only when asked
 for (FLAMIA_DKDV_KERNEL=gluon). Written on 2026-12-05 without a GPU: it compiles for sm_90 with
-no spills (168 registers; per 64 x 64 pair 452 SASS instructions per warp in the P partition and
-447 in the dS partition, against 446 + 585 for the triton dV-only and dK-only kernels; triton
+no spills (168 registers; per 64 x 64 pair 430 SASS instructions per warp in the P partition and
+423 in the dS partition, against 446 + 585 for the triton dV-only and dK-only kernels; triton
 3.6, bench/gluon_report.py), and its GPU tests (bitwise equal to the triton kernels, probes) and
 timing are prepared (bench/h200_session.sh dkdv8) but not yet run.
 
@@ -517,17 +517,19 @@ def fwd8_mode() -> str:
 
 
 @triton.constexpr_function
-def _column_rows_layout(fields, block):
-    """Layout of a flat [fields * block] vector holding ``fields`` fp32 values per token (one row
-    each) that gives each thread of a 4-warp warpgroup the rows of the tokens S's accumulator
-    layout puts in its columns: tokens 2t, 2t + 1 of every 8 (t = lane % 4), 4 * fields
-    contiguous bytes twice per 8 tokens, the same in every warp and row."""
-    field_bits = [[1 << b] for b in range(fields.bit_length() - 1)]
-    token_bits = [[fields << b] for b in range(3, block.bit_length() - 1)]
+def _column_rows_layout(fields, block, flat):
+    """Layout of ``fields`` fp32 values per token (one row each) for ``block`` tokens that gives
+    each thread of a 4-warp warpgroup the rows of the tokens S's accumulator layout puts in its
+    columns: tokens 2t, 2t + 1 of every 8 (t = lane % 4), 4 * fields contiguous bytes twice per
+    8 tokens, the same in every warp and row. flat: as one [fields * block] vector (global
+    loads: a 2D [block, fields] layout loaded from global memory compiled to more instructions
+    and spills in the FP8 forward, triton 3.6), else [block, fields] (a shared-memory tile)."""
+    at = (lambda t, f: [t * fields + f]) if flat else (lambda t, f: [t, f])
     return gl.DistributedLinearLayout(
-        reg_bases=field_bits + [[fields]] + token_bits,
-        lane_bases=[[2 * fields], [4 * fields], [0], [0], [0]], warp_bases=[[0], [0]],
-        block_bases=[], shape=[fields * block])
+        reg_bases=([at(0, 1 << b) for b in range(fields.bit_length() - 1)] + [at(1, 0)]
+                   + [at(1 << b, 0) for b in range(3, block.bit_length() - 1)]),
+        lane_bases=[at(2, 0), at(4, 0)] + [at(0, 0)] * 3, warp_bases=[at(0, 0)] * 2,
+        block_bases=[], shape=[fields * block] if flat else [block, fields])
 
 
 @gluon.jit
@@ -536,7 +538,7 @@ def _column_rows(ptr, n, total, other, FIELDS: gl.constexpr, MASKED: gl.constexp
     """The [T, FIELDS] rows of tile n's BLOCK tokens as [BLOCK, FIELDS] in the layout of S's
     columns (_column_rows_layout: vector loads instead of one scalar load per token and field);
     ``other`` past the last token."""
-    flat: gl.constexpr = _column_rows_layout(FIELDS, BLOCK)
+    flat: gl.constexpr = _column_rows_layout(FIELDS, BLOCK, True)
     offs = FIELDS * n * BLOCK + gl.arange(0, FIELDS * BLOCK, layout=flat)
     if MASKED:
         rows = gl.load(ptr + offs, mask=offs < FIELDS * total, other=other)
@@ -1340,7 +1342,8 @@ def _attn_bwd_dkdv_hopper_ws_kernel(
 # accumulator (64 keys x D) and one MMA result, as each triton kernel of the split does, so
 # neither spills, and each one's MMAs run while the other does its element-wise work. A producer
 # warp brings K and V once and, per pair, Q and dO^T's token-contiguous copy (the P partition's
-# operands) and dO and Q's token-contiguous copy (the dS partition's) into a ring.
+# operands), dO and Q's token-contiguous copy (the dS partition's) and the pair's per-query rows
+# (lse2, delta, sQ, sdO: 1 KB, read from shared memory by both) into a ring.
 # Same tiles (64 queries x 64 keys; the query tile is the recipe's 64-token group of P'^T and
 # dS'^T) and the same operations per element in the same order as the triton kernels, so the
 # same bits: the plan is shared with them. Tried at compile time only (2026-12-05, triton 3.6):
@@ -1367,12 +1370,14 @@ def dkdv8_stages() -> int:
 
 
 @gluon.jit
-def _query_rows8(qrow_ptr, m, total, MASKED: gl.constexpr, BLOCK_M: gl.constexpr,
-                 s_layout: gl.constexpr):
-    """lse2, delta, sQ, sdO of query tile m from the [T, 4] rows (kernels.attention.QROW) of one
-    query head (0 past the last token, as the triton kernels load them), in the layout of S^T's
-    columns (_column_rows: 16 vector loads per thread instead of 64 scalar ones)."""
-    rows = _column_rows(qrow_ptr, m, total, 0.0, 4, MASKED, BLOCK_M)
+def _query_rows8(qrow_smem, slot, s_layout: gl.constexpr):
+    """lse2, delta, sQ, sdO of a pair's query tile from its [BLOCK_M, 4] rows in ring slot
+    ``slot`` (kernels.attention.QROW; TMA-loaded by the producer, 0 past the last token as the
+    triton kernels load them), in the layout of S^T's columns: each thread reads the 16-byte
+    rows of the queries S^T's accumulator layout puts in its columns (_column_rows_layout)."""
+    BLOCK_M: gl.constexpr = qrow_smem.shape[2]
+    tile = qrow_smem.index(slot).reshape([BLOCK_M, 4])
+    rows = tile.load(_column_rows_layout(4, BLOCK_M, False))
     even, odd = gl.split(gl.reshape(rows, [BLOCK_M, 2, 2]))  # fields (0, 2) and (1, 3)
     lse, sq = gl.split(even)
     delta, sdo = gl.split(odd)
@@ -1392,27 +1397,34 @@ def _visible_t(x, offs_n, seg_end_n, m, BLOCK_M: gl.constexpr, s_layout: gl.cons
 
 
 @gluon.jit
-def _ring_tile_mma(a_smem, ring, bars, zero, i, STAGES: gl.constexpr):
-    """a @ tile^T for the [64 tokens, D] tile of pair i in its ring slot, once that slot's TMA
-    loads have landed (S^T = K Q^T, dP^T = V dO^T), waited for."""
+def _pair_start(a_smem, ring, bars, qrow_smem, r_bars, zero, i, STAGES: gl.constexpr,
+                s_layout: gl.constexpr):
+    """A partition's first MMA of pair i, a @ tile^T for the pair's [64 tokens, D] tile in its
+    ring slot (S^T = K Q^T, dP^T = V dO^T), and the pair's per-query rows (_query_rows8, read
+    while the MMA runs), once the slot's TMA loads have landed: (a @ tile^T, lse2, delta, sQ,
+    sdO)."""
     slot = i % STAGES
-    mbarrier.wait(bars.index(slot), (i // STAGES) & 1)
+    phase = (i // STAGES) & 1
+    mbarrier.wait(bars.index(slot), phase)
     acc = warpgroup_mma(a_smem, ring.index(slot).permute((1, 0)), zero, use_acc=False,
                         is_async=True)
-    return warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+    mbarrier.wait(r_bars.index(slot), phase)
+    lse, delta, sq, sdo = _query_rows8(qrow_smem, slot, s_layout)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+    return acc, lse, delta, sq, sdo
 
 
 @gluon.jit
 def _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
-                  qrow_ptr, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, i, total,
+                  qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, i,
                   MASKED: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
                   s_layout: gl.constexpr, dv_layout: gl.constexpr, op_layout: gl.constexpr):
     """Pair i (query tile m) of the P partition: S^T = K Q^T, P^T (kernels.attention._dkdv_tile:
     exp2(S^T sQ c_K - lse2), masked), P^T to the dS partition, dV += P'^T dO (P'^T = P^T sdO
     quantized per row, the MMA from a zero accumulator, its row scale applied in fp32)."""
     slot = i % STAGES
-    lse, _, sq, sdo = _query_rows8(qrow_ptr, m, total, MASKED, BLOCK_M, s_layout)
-    st = _ring_tile_mma(k_smem, q_smem, q_bars, s_zero, i, STAGES)
+    st, lse, _, sq, sdo = _pair_start(k_smem, q_smem, q_bars, qrow_smem, r_bars, s_zero, i,
+                                      STAGES, s_layout)
     # (S^T sQ) c_K - lse2: one FMA per element after the exact power-of-two sQ, as triton's.
     pt = gl.exp2(st * gl.expand_dims(sq, 0) * gl.expand_dims(c_k, 1) - gl.expand_dims(lse, 0))
     if MASKED:
@@ -1435,15 +1447,15 @@ def _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_re
 
 @gluon.jit
 def _dkdv8_ds_step(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem, p_ready, p_free,
-                   qrow_ptr, sv, s_zero, dk_zero, m, i, total, MASKED: gl.constexpr,
-                   BLOCK_M: gl.constexpr, STAGES: gl.constexpr, s_layout: gl.constexpr,
-                   dk_layout: gl.constexpr, op_layout: gl.constexpr, QK_BF16: gl.constexpr):
-    """Pair i (query tile m) of the dS partition: dP^T = V dO^T, P^T from the P partition,
+                   qrow_smem, r_bars, sv, s_zero, dk_zero, i, STAGES: gl.constexpr,
+                   s_layout: gl.constexpr, dk_layout: gl.constexpr, op_layout: gl.constexpr,
+                   QK_BF16: gl.constexpr):
+    """Pair i of the dS partition (no masking: P^T comes masked): dP^T = V dO^T, P^T from the P partition,
     dS^T = P^T (dP^T sdO sV - delta), dK += dS'^T Q (dS'^T = dS^T sQ quantized per row; for
     nvfp4_fp8 widened to bf16, exactly, against Q's bf16-held NVFP4 values)."""
     slot = i % STAGES
-    _, delta, sq, sdo = _query_rows8(qrow_ptr, m, total, MASKED, BLOCK_M, s_layout)
-    dpt = _ring_tile_mma(v_smem, do_smem, do_bars, s_zero, i, STAGES)
+    dpt, _, delta, sq, sdo = _pair_start(v_smem, do_smem, do_bars, qrow_smem, r_bars, s_zero, i,
+                                         STAGES, s_layout)
     ps = i % P_SLOTS
     mbarrier.wait(p_ready.index(ps), (i // P_SLOTS) & 1)
     pt = pt_smem.index(ps).load(s_layout)
@@ -1478,8 +1490,8 @@ def _store_key_rows(x, out_ptr, kv_col, start_n, total, H_KV: gl.constexpr,
 
 @gluon.jit
 def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
-                  dv_ptr, qrow_ptr, skv_ptr, seg_end_ptr, stride_rh, total, qk_scale, kv_col,
-                  start_n, lo, full_lo, full_hi, hi, nq, head0, HEAD_DIM: gl.constexpr,
+                  qrow_smem, r_bars, dv_ptr, skv_ptr, seg_end_ptr, total, qk_scale, kv_col,
+                  start_n, lo, full_lo, full_hi, hi, nq, HEAD_DIM: gl.constexpr,
                   H_KV: gl.constexpr, G: gl.constexpr, BLOCK_M: gl.constexpr,
                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr):
     """The P partition (see DKDV8_CONFIG): dV of keys start_n .. start_n + 63 over the
@@ -1500,32 +1512,34 @@ def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, 
     dv_zero = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dv_layout)
     mbarrier.wait(kv_bar, 0)
     for g in range(G):  # the query heads reading this kv head: no atomics
-        qrow = qrow_ptr + (head0 + g) * stride_rh
         base = g * nq - lo  # pair index of (g, m) is base + m
         # Three loops, no branch inside a step (see _fwd_step).
         for m in range(lo, full_lo):
             dv = _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
-                               p_free, qrow, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, base + m,
-                               total, True, BLOCK_M, STAGES, s_layout, dv_layout, op_layout)
+                               p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero,
+                               dv_zero, m, base + m, True, BLOCK_M, STAGES, s_layout, dv_layout,
+                               op_layout)
         for m in range(full_lo, full_hi):
             dv = _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
-                               p_free, qrow, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, base + m,
-                               total, False, BLOCK_M, STAGES, s_layout, dv_layout, op_layout)
+                               p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero,
+                               dv_zero, m, base + m, False, BLOCK_M, STAGES, s_layout, dv_layout,
+                               op_layout)
         for m in range(full_hi, hi):
             dv = _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
-                               p_free, qrow, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, base + m,
-                               total, True, BLOCK_M, STAGES, s_layout, dv_layout, op_layout)
+                               p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero,
+                               dv_zero, m, base + m, True, BLOCK_M, STAGES, s_layout, dv_layout,
+                               op_layout)
     _store_key_rows(dv, dv_ptr, kv_col, start_n, total, H_KV, HEAD_DIM, dv_layout)
 
 
 @gluon.jit
 def _dkdv8_ds_rows(v_smem, kv_bar, do_smem, qt_smem, do_bars, qdo_empty, pt_smem, p_ready,
-                   p_free, dk_ptr, qrow_ptr, skv_ptr, stride_rh, total, sm_scale, kv_col,
-                   start_n, lo, full_lo, full_hi, hi, nq, head0, HEAD_DIM: gl.constexpr,
-                   H_KV: gl.constexpr, G: gl.constexpr, BLOCK_M: gl.constexpr,
+                   p_free, qrow_smem, r_bars, dk_ptr, skv_ptr, total, sm_scale, kv_col, start_n,
+                   count, HEAD_DIM: gl.constexpr, H_KV: gl.constexpr, BLOCK_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr):
-    """The dS partition (see DKDV8_CONFIG): dK of keys start_n .. start_n + 63, scaled by the
-    softmax scale at the end as the triton kernel does."""
+    """The dS partition (see DKDV8_CONFIG): dK of keys start_n .. start_n + 63 over the ``count``
+    pairs of the ring (one loop: no masking here), scaled by the softmax scale at the end as the
+    triton kernel does."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 32])
     dk_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -1537,35 +1551,24 @@ def _dkdv8_ds_rows(v_smem, kv_bar, do_smem, qt_smem, do_bars, qdo_empty, pt_smem
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dk_layout)
     s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=s_layout)
     dk_zero = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dk_layout)
-    QK_BF16: gl.constexpr = QK_K == 16
     mbarrier.wait(kv_bar, 0)
-    for g in range(G):
-        qrow = qrow_ptr + (head0 + g) * stride_rh
-        base = g * nq - lo
-        for m in range(lo, full_lo):
-            dk = _dkdv8_ds_step(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem,
-                                p_ready, p_free, qrow, sv, s_zero, dk_zero, m, base + m, total,
-                                True, BLOCK_M, STAGES, s_layout, dk_layout, op_layout, QK_BF16)
-        for m in range(full_lo, full_hi):
-            dk = _dkdv8_ds_step(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem,
-                                p_ready, p_free, qrow, sv, s_zero, dk_zero, m, base + m, total,
-                                False, BLOCK_M, STAGES, s_layout, dk_layout, op_layout, QK_BF16)
-        for m in range(full_hi, hi):
-            dk = _dkdv8_ds_step(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem,
-                                p_ready, p_free, qrow, sv, s_zero, dk_zero, m, base + m, total,
-                                True, BLOCK_M, STAGES, s_layout, dk_layout, op_layout, QK_BF16)
+    for i in range(count):
+        dk = _dkdv8_ds_step(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem, p_ready,
+                            p_free, qrow_smem, r_bars, sv, s_zero, dk_zero, i, STAGES, s_layout,
+                            dk_layout, op_layout, QK_K == 16)
     _store_key_rows(dk * sm_scale, dk_ptr, kv_col, start_n, total, H_KV, HEAD_DIM, dk_layout)
 
 
 @gluon.jit
-def _dkdv8_producer(k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc, k_smem, v_smem, kv_bar,
-                    q_smem, do_smem, qt_smem, dot_smem, q_bars, do_bars, qdo_empty, start_n,
-                    kv_col, count, nq, lo, head0, HEAD_DIM: gl.constexpr,
-                    BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
+def _dkdv8_producer(k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc, qrow_desc, k_smem,
+                    v_smem, kv_bar, q_smem, do_smem, qt_smem, dot_smem, qrow_smem, q_bars,
+                    do_bars, r_bars, qdo_empty, start_n, kv_col, count, nq, lo, head0,
+                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
     """The TMA producer warp: K and V, then per (query head, query tile) pair j the P
-    partition's Q and dO^T tiles (q_bars) and the dS partition's dO and Q^T tiles (do_bars)
-    into slot j % STAGES once both partitions have released it. The token-contiguous copies
-    [H * D, T_pad] are read at [head * D, first token]."""
+    partition's Q and dO^T tiles (q_bars), the dS partition's dO and Q^T tiles (do_bars) and
+    the pair's per-query rows that both read (r_bars) into slot j % STAGES once both partitions
+    have released it. The token-contiguous copies [H * D, T_pad] are read at [head * D, first
+    token], the rows [Hq, T, 4] at [head, first token, 0]."""
     mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
     tma_load(k_desc, [start_n, kv_col], kv_bar, k_smem)
     tma_load(v_desc, [start_n, kv_col], kv_bar, v_smem)
@@ -1581,6 +1584,8 @@ def _dkdv8_producer(k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc, k_smem, 
         mbarrier.expect(do_bars.index(slot), do_desc.block_type.nbytes + qt_desc.block_type.nbytes)
         tma_load(do_desc, [row, col], do_bars.index(slot), do_smem.index(slot))
         tma_load(qt_desc, [col, row], do_bars.index(slot), qt_smem.index(slot))
+        mbarrier.expect(r_bars.index(slot), qrow_desc.block_type.nbytes)
+        tma_load(qrow_desc, [head0 + g, row, 0], r_bars.index(slot), qrow_smem.index(slot))
 
 
 @gluon.jit
@@ -1598,19 +1603,19 @@ def _barriers(n: gl.constexpr, count: gl.constexpr):
 
 @gluon.jit
 def _attn_bwd_dkdv8_hopper_ws_kernel(
-    q_desc, k_desc, v_desc, do_desc, qt_desc, dot_desc, dk_ptr, dv_ptr, qrow_ptr, skv_ptr,
-    seg_end_ptr, order_ptr, stride_rh, stride_skh, total, c, sm_scale,
-    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-    STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-    num_warps: gl.constexpr,
+    q_desc, k_desc, v_desc, do_desc, qt_desc, dot_desc, qrow_desc, dk_ptr, dv_ptr, skv_ptr,
+    seg_end_ptr, order_ptr, stride_skh, total, c, sm_scale, H_Q: gl.constexpr,
+    H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
 ):
     """dK = sm_scale * sum of dS'^T Q, dV = sum of P'^T dO over the query tiles (of every query
     head of the GQA group) that see this key tile: kernels.attention._attn_bwd_dkdv_kernel's FP8
     function (PART 0, or PARTs 1 and 2) on its tiles. Grid (Hkv, 64-key tiles in launch order),
     num_warps = 4 (the P partition). Descriptors: q (E4M3, or bf16 for nvfp4_fp8) and do (E4M3)
     over [T, H * D] with BLOCK_M rows, k and v over [T, Hkv * D] with 64 rows, qt and dot over
-    the token-contiguous copies [Hq * D, T_pad] with [D, BLOCK_M] blocks; qrow [Hq, T, 4]
-    (lse2, delta, sQ, sdO), skv [Hkv, T, 2] (sK, sV); dk, dv contiguous [T, Hkv, D] bf16."""
+    the token-contiguous copies [Hq * D, T_pad] with [D, BLOCK_M] blocks, qrow over the per-query
+    rows [Hq, T, 4] (lse2, delta, sQ, sdO) with [1, BLOCK_M, 4] blocks; skv [Hkv, T, 2] (sK, sV);
+    dk, dv contiguous [T, Hkv, D] bf16."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     tile, start_n, kv_col, lo, full_lo, full_hi, hi, nq, count, head0 = _key_program(
         order_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N)
@@ -1621,6 +1626,7 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
     dot_smem = _ring(dot_desc, STAGES)
     do_smem = _ring(do_desc, STAGES)
     qt_smem = _ring(qt_desc, STAGES)
+    qrow_smem = _ring(qrow_desc, STAGES)
     # Swizzled in 8-element (32-byte) units over 8 rows: no bank conflicts for S^T's accumulator
     # layout, storing or loading (gl.bank_conflicts, triton 3.6: 0 per wavefront; 3 with
     # 2-element units, 1 with the NVMMA layout).
@@ -1629,25 +1635,25 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
     kv_bar = _barriers(1, 1)
     q_bars = _barriers(STAGES, 1)
     do_bars = _barriers(STAGES, 1)
+    r_bars = _barriers(STAGES, 1)
     qdo_empty = _barriers(STAGES, 2)
     p_ready = _barriers(P_SLOTS, 1)
     p_free = _barriers(P_SLOTS, 1)
     fence_async_shared()
     QK_K: gl.constexpr = 256 // q_desc.dtype.primitive_bitwidth
-    G: gl.constexpr = H_Q // H_KV
     gl.warp_specialize([
         (_dkdv8_p_rows, (k_smem, kv_bar.index(0), q_smem, dot_smem, q_bars, qdo_empty, pt_smem,
-                         p_ready, p_free, dv_ptr, qrow_ptr, skv_ptr, seg_end_ptr, stride_rh,
-                         total, c, kv_col, start_n, lo, full_lo, full_hi, hi, nq, head0,
-                         HEAD_DIM, H_KV, G, BLOCK_M, BLOCK_N, STAGES, QK_K)),
+                         p_ready, p_free, qrow_smem, r_bars, dv_ptr, skv_ptr, seg_end_ptr, total,
+                         c, kv_col, start_n, lo, full_lo, full_hi, hi, nq, HEAD_DIM, H_KV,
+                         H_Q // H_KV, BLOCK_M, BLOCK_N, STAGES, QK_K)),
         (_dkdv8_ds_rows, (v_smem, kv_bar.index(0), do_smem, qt_smem, do_bars, qdo_empty,
-                          pt_smem, p_ready, p_free, dk_ptr, qrow_ptr, skv_ptr, stride_rh, total,
-                          sm_scale, kv_col, start_n, lo, full_lo, full_hi, hi, nq, head0,
-                          HEAD_DIM, H_KV, G, BLOCK_M, BLOCK_N, STAGES, QK_K)),
-        (_dkdv8_producer, (k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc, k_smem, v_smem,
-                           kv_bar.index(0), q_smem, do_smem, qt_smem, dot_smem, q_bars, do_bars,
-                           qdo_empty, start_n, kv_col, count, nq, lo, head0, HEAD_DIM, BLOCK_M,
-                           STAGES)),
+                          pt_smem, p_ready, p_free, qrow_smem, r_bars, dk_ptr, skv_ptr, total,
+                          sm_scale, kv_col, start_n, count, HEAD_DIM, H_KV, BLOCK_M, BLOCK_N,
+                          STAGES, QK_K)),
+        (_dkdv8_producer, (k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc, qrow_desc, k_smem,
+                           v_smem, kv_bar.index(0), q_smem, do_smem, qt_smem, dot_smem,
+                           qrow_smem, q_bars, do_bars, r_bars, qdo_empty, start_n, kv_col, count,
+                           nq, lo, head0, HEAD_DIM, BLOCK_M, STAGES)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -1674,6 +1680,16 @@ def _token_major_view(t: torch.Tensor, block_tokens: int) -> TensorDescriptor:
     h, d, padded = t.shape
     return TensorDescriptor(t, [h * d, padded], [t.stride(1), 1], [d, block_tokens],
                             _tile_layout(d, block_tokens, t.dtype))
+
+
+def _query_rows_view(qrow: torch.Tensor, block_m: int) -> TensorDescriptor:
+    """A TMA descriptor over the per-query rows [Hq, T, 4] (fp32, contiguous), block
+    [1, block_m, 4]: a tile past the last token reads zeros, as the triton kernels' masked loads
+    do."""
+    h, total, fields = qrow.shape
+    return TensorDescriptor(qrow, [h, total, fields], [total * fields, fields, 1],
+                            [1, block_m, fields],
+                            gl.NVMMASharedLayout.get_default_for([1, block_m, fields], gl.float32))
 
 
 def supports(fp8: tuple[str, ...] = (), **tensors: torch.Tensor) -> str | None:
@@ -1863,7 +1879,7 @@ def attention_dkdv8_hopper(q8, k8, v8, do8, qt, dot, qrow, skv, seg_end, order_d
     _attn_bwd_dkdv8_hopper_ws_kernel[(hkv, order_dkdv.numel())](
         _rows_view(q8, block_m), _rows_view(k8, block_n), _rows_view(v8, block_n),
         _rows_view(do8, block_m), _token_major_view(qt, block_m), _token_major_view(dot, block_m),
-        dk, dv, qrow, skv, seg_end, order_dkdv, qrow.stride(0), skv.stride(0), total,
+        _query_rows_view(qrow, block_m), dk, dv, skv, seg_end, order_dkdv, skv.stride(0), total,
         softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=block_m,
         STAGES=stages, CONSUMER_REGS=DKDV8_CONSUMER_REGS, PRODUCER_REGS=DKDV8_PRODUCER_REGS,
         num_warps=4)
