@@ -93,11 +93,12 @@ def compile_fwd8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float
 
 
 def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float8_e4m3fn,
-                  stages: int | None = None):
-    """The compiled FP8 dK/dV kernel (DKDV8_CONFIG, or ``stages`` ring slots); qk_dtype
-    bfloat16: nvfp4_fp8's Q and K."""
-    m, n, st = H.DKDV8_CONFIG
-    st = stages or st
+                  setting: str = ""):
+    """The compiled FP8 dK/dV kernel for FLAMIA_GLUON_DKDV8=setting ('' = DKDV8_CONFIG);
+    qk_dtype bfloat16: nvfp4_fp8's Q and K."""
+    m, n, _ = H.DKDV8_CONFIG
+    with mock.patch.dict(os.environ, {"FLAMIA_GLUON_DKDV8": setting}):
+        st, pipe = H.dkdv8_setting()
     fp8 = torch.float8_e4m3fn
     descs = {"q_desc": H._rows_view(torch.empty(4096, hq, d, dtype=qk_dtype), m),
              "k_desc": H._rows_view(torch.empty(4096, hkv, d, dtype=qk_dtype), n),
@@ -108,7 +109,7 @@ def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.floa
              "qrow_desc": H._query_rows_view(torch.empty(hq, 4096, 4), m)}
     return _compile(H._attn_bwd_dkdv8_hopper_ws_kernel, (), (), (m, n, 4, st), d, hq, hkv,
                     drop=("BLOCK_N", ), descs=descs, aligned=("stride_skh", ),
-                    ptrs={"dk_ptr": "*bf16", "dv_ptr": "*bf16"},
+                    ptrs={"dk_ptr": "*bf16", "dv_ptr": "*bf16"}, PIPE=pipe,
                     CONSUMER_REGS=H.DKDV8_CONSUMER_REGS, PRODUCER_REGS=H.DKDV8_PRODUCER_REGS)
 
 
@@ -182,8 +183,8 @@ def main(argv=None):
     ap.add_argument("--fwd8", nargs="*", default=[], choices=("mxfp8", "nvfp4_fp8"),
                     help="also the FP8 forward for these recipes")
     ap.add_argument("--dkdv8", nargs="*", default=[],
-                    choices=("mxfp8", "nvfp4_fp8", "mxfp8:3", "nvfp4_fp8:3"),
-                    help="also the FP8 dK/dV kernel for these recipes (:3 with 3 ring slots)")
+                    help="also the FP8 dK/dV kernel: recipe[:FLAMIA_GLUON_DKDV8], e.g. mxfp8 "
+                         "nvfp4_fp8 mxfp8:3,pipe")
     ap.add_argument("--d", type=int, default=128)
     args = ap.parse_args(argv)
     print(f"# triton {triton.__version__}, sm_90, D={args.d}")
@@ -197,7 +198,7 @@ def main(argv=None):
                                        else torch.float8_e4m3fn)) for r in args.fwd8] + [
             (f"dkdv8 {r}", compile_dkdv8(args.d, qk_dtype=torch.bfloat16 if r.startswith("nvfp4")
                                          else torch.float8_e4m3fn,
-                                         stages=int(r.split(":")[1]) if ":" in r else None))
+                                         setting=r.split(":")[1] if ":" in r else ""))
             for r in args.dkdv8]:
         print(f"gluon {name}: shared {compiled.metadata.shared} B, "
               f"{registers_and_spills(compiled.asm['ptx'])}")

@@ -5,7 +5,7 @@ workloads, in one process on the GPU:
     python -m bench.gluon_variants --kernel dkdv [--configs 2,0 3,1]
     python -m bench.gluon_variants --kernel dq [--configs plain ws]
     python -m bench.gluon_variants --kernel fwd8 [--configs mxfp8 nvfp4_fp8]
-    python -m bench.gluon_variants --kernel dkdv8 [--configs mxfp8:2:3 nvfp4_fp8]
+    python -m bench.gluon_variants --kernel dkdv8 [--configs mxfp8:2:3:3,pipe nvfp4_fp8]
 
 --kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S[,ws|,pingpong]. --kernel
 dkdv: the dK/dV kernel, configs FLAMIA_GLUON_DKDV=S,D (the plain kernel), or S,D,ws (the
@@ -20,8 +20,8 @@ row of each workload (the triton dK/dV kernel and dQ kernel) is the reference of
 recipe:mode:mode with FLAMIA_GLUON_FWD8 modes), the triton kernel (64-query tiles) against the
 Gluon one (FLAMIA_FWD_KERNEL=gluon); "bitwise" says whether O and lse2 are the same bits as the
 triton kernel's.
---kernel dkdv8: the FP8 backward (configs: recipes, or recipe:S:S with FLAMIA_GLUON_DKDV8 ring
-slots) with the triton dK/dV kernels (split, the
+--kernel dkdv8: the FP8 backward (configs: recipes, or recipe:X:Y with FLAMIA_GLUON_DKDV8
+settings, e.g. mxfp8:2:3:3,pipe) with the triton dK/dV kernels (split, the
 default, and fused) against the Gluon FP8 dK/dV kernel (FLAMIA_DKDV_KERNEL=gluon); "kernel ms"
 counts the dK/dV kernels only; "bitwise": dQ, dK, dV the same bits as the split kernels'.
 
@@ -140,7 +140,7 @@ def dkdv8_rows(dist, recipes, d):
         for name, env in [("triton split", {"FLAMIA_DKDV_KERNEL": "triton"}),
                           ("triton fused", {"FLAMIA_DKDV_KERNEL": "triton",
                                             "FLAMIA_FP8_DKDV": "fused"})] + [
-                (f"gluon {s} slots", {"FLAMIA_DKDV_KERNEL": "gluon", "FLAMIA_GLUON_DKDV8": s})
+                (f"gluon {s}", {"FLAMIA_DKDV_KERNEL": "gluon", "FLAMIA_GLUON_DKDV8": s})
                 for s in slots or ["2"]]:
             with mock.patch.dict(os.environ, env):
                 try:

@@ -15,7 +15,8 @@
 #           tests, quick benchmark with it
 #   fwd8: the Gluon FP8 forward: FP8 GPU tests, triton vs Gluon FP8 forward, quick mxfp8 benchmark
 #   dkdv8: the Gluon FP8 dK/dV kernel (written 2026-12-05 without a GPU): its GPU tests first (a
-#          hang ends at the step's timeout), triton split / fused vs Gluon with 2 and 3 ring slots,
+#          hang ends at the step's timeout), triton split / fused vs Gluon with 2 and 3 ring slots
+#          and the in-flight dS schedule (FLAMIA_GLUON_DKDV8=3,pipe),
 #          a quick benchmark with and without it (~7 min)
 #   host: host time per layer of a BF16 call (bench/host_layers.py), with cProfile
 #   dqws: the warp-specialized Gluon dQ kernel (FLAMIA_GLUON_DQ=ws): variants, GPU tests, benchmark
@@ -168,7 +169,7 @@ dkdv8)  # the Gluon FP8 dK/dV kernel: bitwise against the triton kernels, probes
     -k "fp8_dkdv or fp8_kernels or dkdv8" tests/test_kernels_hopper.py > $OUT/gpu_tests_dkdv8.log 2>&1
   grep -E "passed|failed|FAILED|Error|Timeout" $OUT/gpu_tests_dkdv8.log | tail -12
   FLAMIA_AUTOTUNE=8x3,4x3 step "dkdv8 variants" 150 python -m bench.gluon_variants --kernel dkdv8 \
-    --configs ${DKDV8_CONFIGS:-mxfp8:2:3 nvfp4_fp8} > $OUT/dkdv8_variants.txt 2>&1
+    --configs ${DKDV8_CONFIGS:-mxfp8:2:3:3,pipe nvfp4_fp8} > $OUT/dkdv8_variants.txt 2>&1
   grep -vE "Warn|warn" $OUT/dkdv8_variants.txt | tail -14
   FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-200} python -m bench.attention --quick --profile \
     --dists lognormal_1k one_doc u32_1024 --providers flamia-bf16 flamia-mxfp8 \

@@ -138,6 +138,18 @@ def test_gluon_dq_mode_is_checked(monkeypatch):
         H.dq_mode()
 
 
+def _check_setting(monkeypatch, env, parse, good, bad, match):
+    """``parse`` reads ``env``: each of ``good`` (text -> value) and a clear error, matching
+    ``match``, for each of ``bad``."""
+    for text, want in good:
+        monkeypatch.setenv(env, text)
+        assert parse() == want, text
+    for text in bad:
+        monkeypatch.setenv(env, text)
+        with pytest.raises(ValueError, match=match):
+            parse()
+
+
 def test_gluon_dkdv_pipeline_is_checked(monkeypatch):
     """FLAMIA_GLUON_DKDV (pipeline sweeps of the dK/dV kernel) is parsed and checked before
     anything is compiled."""
@@ -146,28 +158,22 @@ def test_gluon_dkdv_pipeline_is_checked(monkeypatch):
     # Default: warp-specialized, except where dQ is fused (only the plain kernel adds dQ).
     assert H.dkdv_pipeline() == (H.DKDV_CONFIG[3], H.DKDV_DEFER, False, True)
     assert H.dkdv_pipeline(fuse_dq=True) == (H.DKDV_CONFIG[3], H.DKDV_DEFER, False, False)
-    for text, want in (("3,1", (3, True, False, False)), ("2,0,1", (2, False, True, False)),
-                       ("2,0,ws", (2, False, False, True)), ("3,0,0,ws", (3, False, False, True))):
-        monkeypatch.setenv("FLAMIA_GLUON_DKDV", text)
-        assert H.dkdv_pipeline() == want, text
-    for bad in ("2,1", "3,1,ws", "2,0,1,ws", "2,0,wss", "ws", "2"):
-        monkeypatch.setenv("FLAMIA_GLUON_DKDV", bad)
-        with pytest.raises(ValueError, match="FLAMIA_GLUON_DKDV"):
-            H.dkdv_pipeline()
+    _check_setting(monkeypatch, "FLAMIA_GLUON_DKDV", H.dkdv_pipeline,
+                   (("3,1", (3, True, False, False)), ("2,0,1", (2, False, True, False)),
+                    ("2,0,ws", (2, False, False, True)), ("3,0,0,ws", (3, False, False, True))),
+                   ("2,1", "3,1,ws", "2,0,1,ws", "2,0,wss", "ws", "2"), "FLAMIA_GLUON_DKDV")
 
 
-def test_gluon_dkdv8_stages_are_checked(monkeypatch):
-    """FLAMIA_GLUON_DKDV8 (ring slots of the Gluon FP8 dK/dV kernel) is checked before anything
-    is compiled."""
+def test_gluon_dkdv8_setting_is_checked(monkeypatch):
+    """FLAMIA_GLUON_DKDV8 (ring slots and schedule of the Gluon FP8 dK/dV kernel) is checked
+    before anything is compiled."""
     from flamia.kernels import attention_hopper as H
     monkeypatch.delenv("FLAMIA_GLUON_DKDV8", raising=False)
-    assert H.dkdv8_stages() == H.DKDV8_CONFIG[2] == 2
-    monkeypatch.setenv("FLAMIA_GLUON_DKDV8", "3")
-    assert H.dkdv8_stages() == 3
-    for bad in ("1", "4", "2,0", "ws"):
-        monkeypatch.setenv("FLAMIA_GLUON_DKDV8", bad)
-        with pytest.raises(ValueError, match="FLAMIA_GLUON_DKDV8=.*accepted: ring slots 2 or 3"):
-            H.dkdv8_stages()
+    assert H.dkdv8_setting() == (H.DKDV8_CONFIG[2], False) == (2, False)
+    _check_setting(monkeypatch, "FLAMIA_GLUON_DKDV8", H.dkdv8_setting,
+                   (("3", (3, False)), ("2,pipe", (2, True)), ("3,pipe", (3, True))),
+                   ("1", "4", "2,0", "ws", "3,pipe,pipe", "pipe"),
+                   "FLAMIA_GLUON_DKDV8=.*accepted: ring slots 2 or 3")
 
 
 @pytest.mark.gpu
@@ -462,15 +468,17 @@ def test_gluon_fp8_dkdv_is_the_triton_fp8_dkdv(lengths, hq, hkv, d, recipe, pois
     triton FP8 dK/dV kernels' function on the same tiles: the same MMAs per tile, P'^T and
     dS'^T quantized per row of the same tiles, dK and dV updated as acc + X * scale in the same
     order (attention_hopper.DKDV8_CONFIG): the same bits as the split kernels (the default)
-    and as the fused one. Every element written (poisoned outputs)."""
+    and as the fused one, with either schedule of its dS partition (FLAMIA_GLUON_DKDV8=3,pipe:
+    in flight). Every element written (poisoned outputs)."""
     grads = {}
     for name, env in (("split", {"FLAMIA_DKDV_KERNEL": "triton"}),
                       ("fused", {"FLAMIA_DKDV_KERNEL": "triton", "FLAMIA_FP8_DKDV": "fused"}),
-                      ("gluon", {"FLAMIA_DKDV_KERNEL": "gluon"})):
+                      ("gluon", {"FLAMIA_DKDV_KERNEL": "gluon"}),
+                      ("gluon 3,pipe", {"FLAMIA_GLUON_DKDV8": "3,pipe"})):
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         grads[name] = _fp8_gradients(lengths, hq, hkv, d, recipe)
-    for name in ("fused", "gluon"):
+    for name in ("fused", "gluon", "gluon 3,pipe"):
         for t, a, b in zip("dQ dK dV".split(), grads[name], grads["split"]):
             assert torch.isfinite(a).all(), f"{name} {t}: non-finite (unwritten?) elements"
             rel = ((a.float() - b.float()).norm() / b.float().norm()).item()

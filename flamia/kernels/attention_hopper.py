@@ -1346,27 +1346,31 @@ def _attn_bwd_dkdv_hopper_ws_kernel(
 # (lse2, delta, sQ, sdO: 1 KB, read from shared memory by both) into a ring.
 # Same tiles (64 queries x 64 keys; the query tile is the recipe's 64-token group of P'^T and
 # dS'^T) and the same operations per element in the same order as the triton kernels, so the
-# same bits: the plan is shared with them. Tried at compile time only (2026-12-05, triton 3.6):
-# each partition issuing its first MMA of a pair together with the last MMA of the pair before
-# (the FP8 forward's in-flight schedule, _fwd8_step) needs the in-flight accumulator (64 x D fp32)
-# next to S^T or dP^T, P^T and the per-query vectors: 708-988 B of spills per thread under
-# setmaxnreg 240, so each partition waits for its own MMAs here.
+# same bits: the plan is shared with them. By default each partition waits for its own MMAs;
+# FLAMIA_GLUON_DKDV8=3,pipe gives the dS partition the FP8 forward's in-flight schedule (its dK
+# MMA of one pair runs while the next pair's dS'^T is made; no spills with triton 3.6). The P
+# partition has no such option: with its in-flight dV accumulator next to S^T, P^T and the
+# per-query vectors it spilled 280 B per thread (compile-only, 2026-12-05).
 DKDV8_CONFIG = (64, 64, 2)  # (BLOCK_M queries, BLOCK_N keys, ring slots)
 DKDV8_CONSUMER_REGS = 240  # 2 x 128 x 240 + 32 x 24 <= 65536 registers
 DKDV8_PRODUCER_REGS = 24
 P_SLOTS = gl.constexpr(2)  # P^T tiles in flight between the partitions
 
 
-def dkdv8_stages() -> int:
-    """Ring slots of the FP8 dK/dV kernel: DKDV8_CONFIG's, or FLAMIA_GLUON_DKDV8=S (sweeps; 2 or
-    3: at D = 128 a slot holds four 8 KB tiles, 48 KB with nvfp4_fp8's bf16 Q tiles, so 4 slots
-    would not fit in shared memory), read at every launch."""
+def dkdv8_setting() -> tuple[int, bool]:
+    """(ring slots, PIPE) of the FP8 dK/dV kernel: DKDV8_CONFIG's slots and PIPE off, or
+    FLAMIA_GLUON_DKDV8="S" / "S,pipe" (sweeps; S = 2 or 3: at D = 128 a slot holds four 8 KB
+    tiles, 48 KB with nvfp4_fp8's bf16 Q tiles, so 4 would not fit in shared memory; pipe: the dS
+    partition's in-flight schedule, _dkdv8_ds_step, which releases ring slots a step later),
+    read at every launch."""
     text = os.environ.get("FLAMIA_GLUON_DKDV8")
     if not text:
-        return DKDV8_CONFIG[2]
-    if text not in ("2", "3"):
-        raise ValueError(f"FLAMIA_GLUON_DKDV8={text!r}; accepted: ring slots 2 or 3")
-    return int(text)
+        return DKDV8_CONFIG[2], False
+    fields = text.split(",")
+    if fields[0] not in ("2", "3") or fields[1:] not in ([], ["pipe"]):
+        raise ValueError(f"FLAMIA_GLUON_DKDV8={text!r}; accepted: ring slots 2 or 3, optionally "
+                         "followed by ,pipe (e.g. 3,pipe)")
+    return int(fields[0]), fields[1:] == ["pipe"]
 
 
 @gluon.jit
@@ -1446,16 +1450,10 @@ def _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_re
 
 
 @gluon.jit
-def _dkdv8_ds_step(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem, p_ready, p_free,
-                   qrow_smem, r_bars, sv, s_zero, dk_zero, i, STAGES: gl.constexpr,
-                   s_layout: gl.constexpr, dk_layout: gl.constexpr, op_layout: gl.constexpr,
-                   QK_BF16: gl.constexpr):
-    """Pair i of the dS partition (no masking: P^T comes masked): dP^T = V dO^T, P^T from the P partition,
-    dS^T = P^T (dP^T sdO sV - delta), dK += dS'^T Q (dS'^T = dS^T sQ quantized per row; for
-    nvfp4_fp8 widened to bf16, exactly, against Q's bf16-held NVFP4 values)."""
-    slot = i % STAGES
-    dpt, _, delta, sq, sdo = _pair_start(v_smem, do_smem, do_bars, qrow_smem, r_bars, s_zero, i,
-                                         STAGES, s_layout)
+def _dkdv8_ds_tile(dpt, delta, sq, sdo, sv, pt_smem, p_ready, p_free, i,
+                   s_layout: gl.constexpr):
+    """dS'^T of pair i from dP^T and the P partition's P^T: dS^T = P^T (dP^T sdO sV - delta),
+    times sQ, scaled for E4M3 per row, with its row scales (cast at its MMA, _ds8_operand)."""
     ps = i % P_SLOTS
     mbarrier.wait(p_ready.index(ps), (i // P_SLOTS) & 1)
     pt = pt_smem.index(ps).load(s_layout)
@@ -1465,15 +1463,67 @@ def _dkdv8_ds_step(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem, p_
     dst = pt * (dpt * gl.expand_dims(sdo, 0) * gl.expand_dims(sv, 1) - gl.expand_dims(delta, 0))
     dsf = dst * gl.expand_dims(sq, 0)
     exp = e8m0_exponent(gl.max(gl.abs(dsf), 1))
-    ds8 = (dsf * gl.expand_dims(pow2(-exp), 1)).to(gl.float8e4nv)
+    return dsf * gl.expand_dims(pow2(-exp), 1), pow2(exp)
+
+
+@gluon.jit
+def _ds8_operand(dsq, op_layout: gl.constexpr, QK_BF16: gl.constexpr):
+    """The MMA operand of scaled dS'^T: E4M3, widened (exactly) to bf16 against nvfp4_fp8's
+    bf16-held NVFP4 Q."""
+    ds8 = dsq.to(gl.float8e4nv)
     if QK_BF16:
         ds8 = ds8.to(gl.bfloat16)
-    x = warpgroup_mma(gl.convert_layout(ds8, op_layout), qt_smem.index(slot).permute((1, 0)),
+    return gl.convert_layout(ds8, op_layout)
+
+
+@gluon.jit
+def _dkdv8_ds_mma(dk, dsq, scale, qt_smem, qdo_empty, slot, dk_zero, op_layout: gl.constexpr,
+                  QK_BF16: gl.constexpr):
+    """dK += dS'^T Q for the pair in ring slot ``slot`` (the MMA from a zero accumulator, the
+    row scales applied in fp32, as the triton kernel applies them); the slot released."""
+    x = warpgroup_mma(_ds8_operand(dsq, op_layout, QK_BF16), qt_smem.index(slot).permute((1, 0)),
                       dk_zero, use_acc=False, is_async=True)
     x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
     mbarrier.arrive(qdo_empty.index(slot))
+    return dk + x * gl.expand_dims(scale, 1)
+
+
+@gluon.jit
+def _dkdv8_ds_step(dk, dsq, ds_scale, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem,
+                   p_ready, p_free, qrow_smem, r_bars, sv, s_zero, dk_zero, i,
+                   STAGES: gl.constexpr, PIPE: gl.constexpr, s_layout: gl.constexpr,
+                   dk_layout: gl.constexpr, op_layout: gl.constexpr, QK_BF16: gl.constexpr):
+    """Pair i of the dS partition (no masking: P^T comes masked): dP^T = V dO^T, dS'^T from it
+    and the P partition's P^T (_dkdv8_ds_tile), dK += dS'^T Q. PIPE: dP^T_i is issued together
+    with the dK MMA of pair i - 1 (dsq, ds_scale: its dS'^T), which runs while dS'^T_i is made
+    (the FP8 forward's schedule, _fwd8_step); dS'^T_i is returned for the next step."""
     rows: gl.constexpr = gl.SliceLayout(1, dk_layout)
-    return dk + x * gl.expand_dims(gl.convert_layout(pow2(exp), rows), 1)
+    if PIPE:
+        slot = i % STAGES
+        prev = (i - 1) % STAGES
+        phase = (i // STAGES) & 1
+        mbarrier.wait(do_bars.index(slot), phase)
+        dpt = warpgroup_mma(v_smem, do_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
+                            is_async=True)
+        x = warpgroup_mma(_ds8_operand(dsq, op_layout, QK_BF16),
+                          qt_smem.index(prev).permute((1, 0)), dk_zero, use_acc=False,
+                          is_async=True)
+        mbarrier.wait(r_bars.index(slot), phase)
+        _, delta, sq, sdo = _query_rows8(qrow_smem, slot, s_layout)
+        dpt = warpgroup_mma_wait(num_outstanding=1, deps=(dpt, ))
+        dsq, scale = _dkdv8_ds_tile(dpt, delta, sq, sdo, sv, pt_smem, p_ready, p_free, i,
+                                    s_layout)
+        x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
+        mbarrier.arrive(qdo_empty.index(prev))
+        dk = dk + x * gl.expand_dims(ds_scale, 1)
+    else:
+        dpt, _, delta, sq, sdo = _pair_start(v_smem, do_smem, do_bars, qrow_smem, r_bars, s_zero,
+                                             i, STAGES, s_layout)
+        dsq, scale = _dkdv8_ds_tile(dpt, delta, sq, sdo, sv, pt_smem, p_ready, p_free, i,
+                                    s_layout)
+        dk = _dkdv8_ds_mma(dk, dsq, gl.convert_layout(scale, rows), qt_smem, qdo_empty,
+                           i % STAGES, dk_zero, op_layout, QK_BF16)
+    return dk, dsq, gl.convert_layout(scale, rows)
 
 
 @gluon.jit
@@ -1536,10 +1586,11 @@ def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, 
 def _dkdv8_ds_rows(v_smem, kv_bar, do_smem, qt_smem, do_bars, qdo_empty, pt_smem, p_ready,
                    p_free, qrow_smem, r_bars, dk_ptr, skv_ptr, total, sm_scale, kv_col, start_n,
                    count, HEAD_DIM: gl.constexpr, H_KV: gl.constexpr, BLOCK_M: gl.constexpr,
-                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr):
+                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr,
+                   PIPE: gl.constexpr):
     """The dS partition (see DKDV8_CONFIG): dK of keys start_n .. start_n + 63 over the ``count``
     pairs of the ring (one loop: no masking here), scaled by the softmax scale at the end as the
-    triton kernel does."""
+    triton kernel does. PIPE: see _dkdv8_ds_step."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 32])
     dk_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -1551,11 +1602,26 @@ def _dkdv8_ds_rows(v_smem, kv_bar, do_smem, qt_smem, do_bars, qdo_empty, pt_smem
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dk_layout)
     s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=s_layout)
     dk_zero = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dk_layout)
+    QK_BF16: gl.constexpr = QK_K == 16
+    rows: gl.constexpr = gl.SliceLayout(1, dk_layout)
     mbarrier.wait(kv_bar, 0)
-    for i in range(count):
-        dk = _dkdv8_ds_step(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem, p_ready,
-                            p_free, qrow_smem, r_bars, sv, s_zero, dk_zero, i, STAGES, s_layout,
-                            dk_layout, op_layout, QK_K == 16)
+    if PIPE:  # pair 0 without its dK MMA, which runs in the next step (or after the loop)
+        dpt, _, delta, sq, sdo = _pair_start(v_smem, do_smem, do_bars, qrow_smem, r_bars, s_zero,
+                                             0, STAGES, s_layout)
+        dsq, scale = _dkdv8_ds_tile(dpt, delta, sq, sdo, sv, pt_smem, p_ready, p_free, 0,
+                                    s_layout)
+        ds_scale = gl.convert_layout(scale, rows)
+    else:  # nothing is carried from step to step (the loop drops what it carries unused)
+        dsq = s_zero
+        ds_scale = gl.zeros([BLOCK_N], gl.float32, layout=rows)
+    for i in range(1 if PIPE else 0, count):
+        dk, dsq, ds_scale = _dkdv8_ds_step(dk, dsq, ds_scale, v_smem, do_smem, qt_smem, do_bars,
+                                           qdo_empty, pt_smem, p_ready, p_free, qrow_smem,
+                                           r_bars, sv, s_zero, dk_zero, i, STAGES, PIPE,
+                                           s_layout, dk_layout, op_layout, QK_BF16)
+    if PIPE:
+        dk = _dkdv8_ds_mma(dk, dsq, ds_scale, qt_smem, qdo_empty, (count - 1) % STAGES, dk_zero,
+                           op_layout, QK_BF16)
     _store_key_rows(dk * sm_scale, dk_ptr, kv_col, start_n, total, H_KV, HEAD_DIM, dk_layout)
 
 
@@ -1606,7 +1672,8 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
     q_desc, k_desc, v_desc, do_desc, qt_desc, dot_desc, qrow_desc, dk_ptr, dv_ptr, skv_ptr,
     seg_end_ptr, order_ptr, stride_skh, total, c, sm_scale, H_Q: gl.constexpr,
     H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+    PIPE: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+    num_warps: gl.constexpr,
 ):
     """dK = sm_scale * sum of dS'^T Q, dV = sum of P'^T dO over the query tiles (of every query
     head of the GQA group) that see this key tile: kernels.attention._attn_bwd_dkdv_kernel's FP8
@@ -1649,7 +1716,7 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
         (_dkdv8_ds_rows, (v_smem, kv_bar.index(0), do_smem, qt_smem, do_bars, qdo_empty,
                           pt_smem, p_ready, p_free, qrow_smem, r_bars, dk_ptr, skv_ptr, total,
                           sm_scale, kv_col, start_n, count, HEAD_DIM, H_KV, BLOCK_M, BLOCK_N,
-                          STAGES, QK_K)),
+                          STAGES, QK_K, PIPE)),
         (_dkdv8_producer, (k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc, qrow_desc, k_smem,
                            v_smem, kv_bar.index(0), q_smem, do_smem, qt_smem, dot_smem,
                            qrow_smem, q_bars, do_bars, r_bars, qdo_empty, start_n, kv_col, count,
@@ -1875,12 +1942,12 @@ def attention_dkdv8_hopper(q8, k8, v8, do8, qt, dot, qrow, skv, seg_end, order_d
     assert qrow.shape == (hq, total, 4) and qrow.is_contiguous(), "qrow: contiguous [Hq, T, 4]"
     assert skv.shape == (hkv, total, 2) and skv.is_contiguous(), "skv: contiguous [Hkv, T, 2]"
     block_m, block_n, _ = DKDV8_CONFIG
-    stages = dkdv8_stages()
+    stages, pipe = dkdv8_setting()
     _attn_bwd_dkdv8_hopper_ws_kernel[(hkv, order_dkdv.numel())](
         _rows_view(q8, block_m), _rows_view(k8, block_n), _rows_view(v8, block_n),
         _rows_view(do8, block_m), _token_major_view(qt, block_m), _token_major_view(dot, block_m),
         _query_rows_view(qrow, block_m), dk, dv, skv, seg_end, order_dkdv, skv.stride(0), total,
         softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=block_m,
-        STAGES=stages, CONSUMER_REGS=DKDV8_CONSUMER_REGS, PRODUCER_REGS=DKDV8_PRODUCER_REGS,
-        num_warps=4)
+        STAGES=stages, PIPE=pipe, CONSUMER_REGS=DKDV8_CONSUMER_REGS,
+        PRODUCER_REGS=DKDV8_PRODUCER_REGS, num_warps=4)
     return dk, dv
