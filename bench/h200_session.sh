@@ -16,7 +16,7 @@
 #   fwd8: the Gluon FP8 forward: FP8 GPU tests, triton vs Gluon FP8 forward, quick mxfp8 benchmark
 #   dkdv8: the Gluon FP8 dK/dV kernel (written 2026-12-05 without a GPU): its GPU tests first (a
 #          hang ends at the step's timeout), triton split / fused vs Gluon with 2 and 3 ring slots
-#          and the in-flight dS schedule (FLAMIA_GLUON_DKDV8=3,pipe),
+#          and the in-flight schedule (FLAMIA_GLUON_DKDV8=3,pipe),
 #          a quick benchmark with and without it (~7 min)
 #   host: host time per layer of a BF16 call (bench/host_layers.py), with cProfile
 #   dqws: the warp-specialized Gluon dQ kernel (FLAMIA_GLUON_DQ=ws): variants, GPU tests, benchmark

@@ -147,9 +147,9 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
     D = 128) the MMAs of one step per loop: the P partition's (three loops: masked, unmasked, masked) S^T
     (D / 32 FP8 MMAs of K=32 for mxfp8, D / 16 BF16 ones of K=16 for nvfp4_fp8's bf16-held
     NVFP4 values) and dV (2 FP8, 64 queries), the dS partition's (one loop: it masks nothing)
-    dP^T (D / 32 FP8) and dK (2 FP8, or 4 BF16 for nvfp4_fp8). The in-flight schedule of the dS
-    partition (FLAMIA_GLUON_DKDV8=3,pipe) adds pair 0's dP^T before its loop and the last dK
-    after it (a few scalars may spill there)."""
+    dP^T (D / 32 FP8) and dK (2 FP8, or 4 BF16 for nvfp4_fp8). The in-flight schedule
+    (FLAMIA_GLUON_DKDV8=3,pipe) adds pair 0's S^T and dP^T before the loops and the last dV and
+    dK after them; it spills nothing with the H200's triton 3.6 but 240 B with 3.9."""
     for d in (64, 128):
         out = _bench("bench.gluon_report", "--configs", "--dq", "--dkdv", "--dkdv8", "mxfp8",
                      "nvfp4_fp8", "mxfp8:3,pipe", "--d", str(d)).stdout
@@ -157,7 +157,7 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
                    for k in re.split(r"\ngluon ", "\n" + out.split("\n", 1)[1])[1:]}
         for recipe, hgmma, qgmma in (("mxfp8", 0, 3 * (d // 32 + 2) + d // 32 + 2),
                                      ("nvfp4_fp8", 3 * d // 16 + 4, 3 * 2 + d // 32),
-                                     ("mxfp8:3,pipe", 0, 3 * (d // 32 + 2) + 2 * (d // 32 + 2))):
+                                     ("mxfp8:3,pipe", 0, 6 * (d // 32 + 2))):
             block = kernels[f"dkdv8 {recipe}"]
             assert int(re.search(r"shared (\d+) B", block).group(1)) <= 227 * 1024, out
             if d == 128:  # at D = 64 ptxas emits one step of a loop twice (20 FP8 MMAs, not 16)
@@ -165,6 +165,6 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
                     str(hgmma), str(qgmma)), out
             stored, loaded = map(int, re.search(r"spills (\d+) B stored / (\d+) B loaded",
                                                 block).groups())
-            # the in-flight schedule: none with triton 3.6 (the H200's), 44 B with 3.9
-            bound = 64 if "pipe" in recipe else 0
+            # the in-flight schedule: none with triton 3.6 (the H200's), 240 B with 3.9
+            bound = 320 if "pipe" in recipe else 0
             assert stored <= bound and loaded <= bound, out

@@ -468,7 +468,7 @@ def test_gluon_fp8_dkdv_is_the_triton_fp8_dkdv(lengths, hq, hkv, d, recipe, pois
     triton FP8 dK/dV kernels' function on the same tiles: the same MMAs per tile, P'^T and
     dS'^T quantized per row of the same tiles, dK and dV updated as acc + X * scale in the same
     order (attention_hopper.DKDV8_CONFIG): the same bits as the split kernels (the default)
-    and as the fused one, with either schedule of its dS partition (FLAMIA_GLUON_DKDV8=3,pipe:
+    and as the fused one, with either schedule of its partitions (FLAMIA_GLUON_DKDV8=3,pipe:
     in flight). Every element written (poisoned outputs)."""
     grads = {}
     for name, env in (("split", {"FLAMIA_DKDV_KERNEL": "triton"}),

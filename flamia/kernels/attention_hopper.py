@@ -1347,10 +1347,11 @@ def _attn_bwd_dkdv_hopper_ws_kernel(
 # Same tiles (64 queries x 64 keys; the query tile is the recipe's 64-token group of P'^T and
 # dS'^T) and the same operations per element in the same order as the triton kernels, so the
 # same bits: the plan is shared with them. By default each partition waits for its own MMAs;
-# FLAMIA_GLUON_DKDV8=3,pipe gives the dS partition the FP8 forward's in-flight schedule (its dK
-# MMA of one pair runs while the next pair's dS'^T is made; no spills with triton 3.6). The P
-# partition has no such option: with its in-flight dV accumulator next to S^T, P^T and the
-# per-query vectors it spilled 280 B per thread (compile-only, 2026-12-05).
+# FLAMIA_GLUON_DKDV8=3,pipe gives both the FP8 forward's in-flight schedule (the dV / dK MMA of
+# one pair runs while the next pair's P'^T / dS'^T is made): compile-only (triton 3.6) no spills
+# once the per-query rows come from shared memory (with them loaded from global memory the P
+# partition spilled 280 B per thread), but 466 + 485 instructions per unmasked pair instead of
+# 430 + 423 (the carried operand reaches its MMA layout through shared memory).
 DKDV8_CONFIG = (64, 64, 2)  # (BLOCK_M queries, BLOCK_N keys, ring slots)
 DKDV8_CONSUMER_REGS = 240  # 2 x 128 x 240 + 32 x 24 <= 65536 registers
 DKDV8_PRODUCER_REGS = 24
@@ -1360,9 +1361,9 @@ P_SLOTS = gl.constexpr(2)  # P^T tiles in flight between the partitions
 def dkdv8_setting() -> tuple[int, bool]:
     """(ring slots, PIPE) of the FP8 dK/dV kernel: DKDV8_CONFIG's slots and PIPE off, or
     FLAMIA_GLUON_DKDV8="S" / "S,pipe" (sweeps; S = 2 or 3: at D = 128 a slot holds four 8 KB
-    tiles, 48 KB with nvfp4_fp8's bf16 Q tiles, so 4 would not fit in shared memory; pipe: the dS
-    partition's in-flight schedule, _dkdv8_ds_step, which releases ring slots a step later),
-    read at every launch."""
+    tiles, 48 KB with nvfp4_fp8's bf16 Q tiles, so 4 would not fit in shared memory; pipe: the
+    in-flight schedule of both partitions, _dkdv8_p_step and _dkdv8_ds_step, which release ring
+    slots a step later), read at every launch."""
     text = os.environ.get("FLAMIA_GLUON_DKDV8")
     if not text:
         return DKDV8_CONFIG[2], False
@@ -1419,16 +1420,39 @@ def _pair_start(a_smem, ring, bars, qrow_smem, r_bars, zero, i, STAGES: gl.const
 
 
 @gluon.jit
-def _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
-                  qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, i,
-                  MASKED: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
-                  s_layout: gl.constexpr, dv_layout: gl.constexpr, op_layout: gl.constexpr):
-    """Pair i (query tile m) of the P partition: S^T = K Q^T, P^T (kernels.attention._dkdv_tile:
-    exp2(S^T sQ c_K - lse2), masked), P^T to the dS partition, dV += P'^T dO (P'^T = P^T sdO
-    quantized per row, the MMA from a zero accumulator, its row scale applied in fp32)."""
+def _pair_start_inflight(a_smem, ring, bars, prev_op, prev_ring, prev_zero, qrow_smem, r_bars,
+                         zero, i, STAGES: gl.constexpr, s_layout: gl.constexpr):
+    """_pair_start with the previous pair's last MMA, prev_op @ its prev_ring tile (P'^T dO,
+    dS'^T Q), issued right after pair i's first one and left running: (a @ tile^T, that MMA in
+    flight, lse2, delta, sQ, sdO)."""
     slot = i % STAGES
-    st, lse, _, sq, sdo = _pair_start(k_smem, q_smem, q_bars, qrow_smem, r_bars, s_zero, i,
-                                      STAGES, s_layout)
+    phase = (i // STAGES) & 1
+    mbarrier.wait(bars.index(slot), phase)
+    acc = warpgroup_mma(a_smem, ring.index(slot).permute((1, 0)), zero, use_acc=False,
+                        is_async=True)
+    x = warpgroup_mma(prev_op, prev_ring.index((i - 1) % STAGES).permute((1, 0)), prev_zero,
+                      use_acc=False, is_async=True)
+    mbarrier.wait(r_bars.index(slot), phase)
+    lse, delta, sq, sdo = _query_rows8(qrow_smem, slot, s_layout)
+    acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc, ))
+    return acc, x, lse, delta, sq, sdo
+
+
+@gluon.jit
+def _mma_done(acc, x, scale, qdo_empty, slot):
+    """acc + X * scale once the MMA X (from a zero accumulator) is done, its row scales (powers
+    of two) applied in fp32 as the triton kernel applies them; ring slot ``slot`` released."""
+    x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
+    mbarrier.arrive(qdo_empty.index(slot))
+    return acc + x * gl.expand_dims(scale, 1)
+
+
+@gluon.jit
+def _dkdv8_p_tile(st, lse, sq, sdo, c_k, pt_smem, p_ready, p_free, offs_n, seg_end_n, m, i,
+                  MASKED: gl.constexpr, BLOCK_M: gl.constexpr, s_layout: gl.constexpr):
+    """P^T of pair i (query tile m) from S^T (kernels.attention._dkdv_tile: exp2(S^T sQ c_K -
+    lse2), masked), handed to the dS partition through shared memory, and P'^T = P^T sdO scaled
+    for E4M3 per row (_quantize_p8; cast at its MMA) with its row scales."""
     # (S^T sQ) c_K - lse2: one FMA per element after the exact power-of-two sQ, as triton's.
     pt = gl.exp2(st * gl.expand_dims(sq, 0) * gl.expand_dims(c_k, 1) - gl.expand_dims(lse, 0))
     if MASKED:
@@ -1440,13 +1464,43 @@ def _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_re
     pt_smem.index(ps).store(pt)
     cta_barrier()  # this partition's warps only (a named barrier): all of P^T is stored
     mbarrier.arrive(p_ready.index(ps))
-    pq, p_scale = _quantize_p8(pt, sdo)
+    return _quantize_p8(pt, sdo)
+
+
+@gluon.jit
+def _dkdv8_p_mma(dv, pq, scale, dot_smem, qdo_empty, slot, dv_zero, op_layout: gl.constexpr):
+    """dV += P'^T dO for the pair in ring slot ``slot`` (the MMA from a zero accumulator, the
+    row scales applied in fp32, as the triton kernel applies them); the slot released."""
     x = warpgroup_mma(_p8_operand(pq, op_layout), dot_smem.index(slot).permute((1, 0)), dv_zero,
                       use_acc=False, is_async=True)
-    x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
-    mbarrier.arrive(qdo_empty.index(slot))
+    return _mma_done(dv, x, scale, qdo_empty, slot)
+
+
+@gluon.jit
+def _dkdv8_p_step(dv, pq, p_scale, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem,
+                  p_ready, p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero,
+                  m, i, MASKED: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+                  PIPE: gl.constexpr, s_layout: gl.constexpr, dv_layout: gl.constexpr,
+                  op_layout: gl.constexpr):
+    """Pair i (query tile m) of the P partition: S^T = K Q^T, P^T to the dS partition and
+    P'^T (_dkdv8_p_tile), dV += P'^T dO. PIPE: S^T_i issued together with the dV MMA of pair
+    i - 1 (pq, p_scale: its P'^T), which runs while P'^T_i is made, as _dkdv8_ds_step."""
     rows: gl.constexpr = gl.SliceLayout(1, dv_layout)
-    return dv + x * gl.expand_dims(gl.convert_layout(p_scale, rows), 1)
+    if PIPE:
+        st, x, lse, _, sq, sdo = _pair_start_inflight(
+            k_smem, q_smem, q_bars, _p8_operand(pq, op_layout), dot_smem, dv_zero, qrow_smem,
+            r_bars, s_zero, i, STAGES, s_layout)
+        pq, scale = _dkdv8_p_tile(st, lse, sq, sdo, c_k, pt_smem, p_ready, p_free, offs_n,
+                                  seg_end_n, m, i, MASKED, BLOCK_M, s_layout)
+        dv = _mma_done(dv, x, p_scale, qdo_empty, (i - 1) % STAGES)
+    else:
+        st, lse, _, sq, sdo = _pair_start(k_smem, q_smem, q_bars, qrow_smem, r_bars, s_zero, i,
+                                          STAGES, s_layout)
+        pq, scale = _dkdv8_p_tile(st, lse, sq, sdo, c_k, pt_smem, p_ready, p_free, offs_n,
+                                  seg_end_n, m, i, MASKED, BLOCK_M, s_layout)
+        dv = _dkdv8_p_mma(dv, pq, gl.convert_layout(scale, rows), dot_smem, qdo_empty,
+                          i % STAGES, dv_zero, op_layout)
+    return dv, pq, gl.convert_layout(scale, rows)
 
 
 @gluon.jit
@@ -1483,9 +1537,7 @@ def _dkdv8_ds_mma(dk, dsq, scale, qt_smem, qdo_empty, slot, dk_zero, op_layout: 
     row scales applied in fp32, as the triton kernel applies them); the slot released."""
     x = warpgroup_mma(_ds8_operand(dsq, op_layout, QK_BF16), qt_smem.index(slot).permute((1, 0)),
                       dk_zero, use_acc=False, is_async=True)
-    x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
-    mbarrier.arrive(qdo_empty.index(slot))
-    return dk + x * gl.expand_dims(scale, 1)
+    return _mma_done(dk, x, scale, qdo_empty, slot)
 
 
 @gluon.jit
@@ -1499,23 +1551,12 @@ def _dkdv8_ds_step(dk, dsq, ds_scale, v_smem, do_smem, qt_smem, do_bars, qdo_emp
     (the FP8 forward's schedule, _fwd8_step); dS'^T_i is returned for the next step."""
     rows: gl.constexpr = gl.SliceLayout(1, dk_layout)
     if PIPE:
-        slot = i % STAGES
-        prev = (i - 1) % STAGES
-        phase = (i // STAGES) & 1
-        mbarrier.wait(do_bars.index(slot), phase)
-        dpt = warpgroup_mma(v_smem, do_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
-                            is_async=True)
-        x = warpgroup_mma(_ds8_operand(dsq, op_layout, QK_BF16),
-                          qt_smem.index(prev).permute((1, 0)), dk_zero, use_acc=False,
-                          is_async=True)
-        mbarrier.wait(r_bars.index(slot), phase)
-        _, delta, sq, sdo = _query_rows8(qrow_smem, slot, s_layout)
-        dpt = warpgroup_mma_wait(num_outstanding=1, deps=(dpt, ))
+        dpt, x, _, delta, sq, sdo = _pair_start_inflight(
+            v_smem, do_smem, do_bars, _ds8_operand(dsq, op_layout, QK_BF16), qt_smem, dk_zero,
+            qrow_smem, r_bars, s_zero, i, STAGES, s_layout)
         dsq, scale = _dkdv8_ds_tile(dpt, delta, sq, sdo, sv, pt_smem, p_ready, p_free, i,
                                     s_layout)
-        x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
-        mbarrier.arrive(qdo_empty.index(prev))
-        dk = dk + x * gl.expand_dims(ds_scale, 1)
+        dk = _mma_done(dk, x, ds_scale, qdo_empty, (i - 1) % STAGES)
     else:
         dpt, _, delta, sq, sdo = _pair_start(v_smem, do_smem, do_bars, qrow_smem, r_bars, s_zero,
                                              i, STAGES, s_layout)
@@ -1543,10 +1584,11 @@ def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, 
                   qrow_smem, r_bars, dv_ptr, skv_ptr, seg_end_ptr, total, qk_scale, kv_col,
                   start_n, lo, full_lo, full_hi, hi, nq, HEAD_DIM: gl.constexpr,
                   H_KV: gl.constexpr, G: gl.constexpr, BLOCK_M: gl.constexpr,
-                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr):
+                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr,
+                  PIPE: gl.constexpr):
     """The P partition (see DKDV8_CONFIG): dV of keys start_n .. start_n + 63 over the
     (query head, query tile) pairs of the ring. QK_K: the K step of S^T's MMA (32 for E4M3 Q and
-    K, 16 for nvfp4_fp8's bf16-held values)."""
+    K, 16 for nvfp4_fp8's bf16-held values). PIPE: see _dkdv8_p_step."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, QK_K])
     dv_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -1560,25 +1602,39 @@ def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, 
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dv_layout)
     s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=s_layout)
     dv_zero = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dv_layout)
+    rows: gl.constexpr = gl.SliceLayout(1, dv_layout)
     mbarrier.wait(kv_bar, 0)
+    if PIPE:  # pair 0 (tile lo of the first query head) without its dV MMA (masked: harmless)
+        st, lse, _, sq, sdo = _pair_start(k_smem, q_smem, q_bars, qrow_smem, r_bars, s_zero, 0,
+                                          STAGES, s_layout)
+        pq, scale = _dkdv8_p_tile(st, lse, sq, sdo, c_k, pt_smem, p_ready, p_free, offs_n,
+                                  seg_end_n, lo, 0, True, BLOCK_M, s_layout)
+        p_scale = gl.convert_layout(scale, rows)
+    else:  # nothing is carried from step to step (the loops drop what they carry unused)
+        pq = s_zero
+        p_scale = gl.zeros([BLOCK_N], gl.float32, layout=rows)
     for g in range(G):  # the query heads reading this kv head: no atomics
         base = g * nq - lo  # pair index of (g, m) is base + m
+        first = lo + (g == 0).to(gl.int32) if PIPE else lo
         # Three loops, no branch inside a step (see _fwd_step).
-        for m in range(lo, full_lo):
-            dv = _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
-                               p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero,
-                               dv_zero, m, base + m, True, BLOCK_M, STAGES, s_layout, dv_layout,
-                               op_layout)
-        for m in range(full_lo, full_hi):
-            dv = _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
-                               p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero,
-                               dv_zero, m, base + m, False, BLOCK_M, STAGES, s_layout, dv_layout,
-                               op_layout)
-        for m in range(full_hi, hi):
-            dv = _dkdv8_p_step(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
-                               p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero,
-                               dv_zero, m, base + m, True, BLOCK_M, STAGES, s_layout, dv_layout,
-                               op_layout)
+        for m in range(first, full_lo):
+            dv, pq, p_scale = _dkdv8_p_step(
+                dv, pq, p_scale, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
+                p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, base + m,
+                True, BLOCK_M, STAGES, PIPE, s_layout, dv_layout, op_layout)
+        for m in range(gl.maximum(first, full_lo), full_hi):
+            dv, pq, p_scale = _dkdv8_p_step(
+                dv, pq, p_scale, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
+                p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, base + m,
+                False, BLOCK_M, STAGES, PIPE, s_layout, dv_layout, op_layout)
+        for m in range(gl.maximum(first, full_hi), hi):
+            dv, pq, p_scale = _dkdv8_p_step(
+                dv, pq, p_scale, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
+                p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, base + m,
+                True, BLOCK_M, STAGES, PIPE, s_layout, dv_layout, op_layout)
+    if PIPE:
+        dv = _dkdv8_p_mma(dv, pq, p_scale, dot_smem, qdo_empty, (G * nq - 1) % STAGES, dv_zero,
+                          op_layout)
     _store_key_rows(dv, dv_ptr, kv_col, start_n, total, H_KV, HEAD_DIM, dv_layout)
 
 
@@ -1712,7 +1768,7 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
         (_dkdv8_p_rows, (k_smem, kv_bar.index(0), q_smem, dot_smem, q_bars, qdo_empty, pt_smem,
                          p_ready, p_free, qrow_smem, r_bars, dv_ptr, skv_ptr, seg_end_ptr, total,
                          c, kv_col, start_n, lo, full_lo, full_hi, hi, nq, HEAD_DIM, H_KV,
-                         H_Q // H_KV, BLOCK_M, BLOCK_N, STAGES, QK_K)),
+                         H_Q // H_KV, BLOCK_M, BLOCK_N, STAGES, QK_K, PIPE)),
         (_dkdv8_ds_rows, (v_smem, kv_bar.index(0), do_smem, qt_smem, do_bars, qdo_empty,
                           pt_smem, p_ready, p_free, qrow_smem, r_bars, dk_ptr, skv_ptr, total,
                           sm_scale, kv_col, start_n, count, HEAD_DIM, H_KV, BLOCK_M, BLOCK_N,
