@@ -57,7 +57,7 @@ def compile_dq(d: int = 128, hq: int = 16, hkv: int = 16, mode: str = "plain"):
 
 
 def compile_dkdv(pipeline: str | None = None, d: int = 128, hq: int = 16, hkv: int = 16,
-                 fuse_dq: int = 0):
+                 fuse_dq: int = 0, lse_tma: bool = False):
     """The compiled dK/dV kernel (DKDV_CONFIG: query tiles are the "query" descriptors) for
     FLAMIA_GLUON_DKDV=pipeline (None: the default); fuse_dq: 0 (dQ kernel), 1 (dQ added in
     key-tile order), 2 (dQ added unordered)."""
@@ -65,10 +65,20 @@ def compile_dkdv(pipeline: str | None = None, d: int = 128, hq: int = 16, hkv: i
         stages, defer, _, ws = H.dkdv_pipeline()
     if ws:  # 64-key K/V/dK/dV blocks, num_warps = 4 (the default partition)
         m, n, _ = H.DKDV_CONFIG[:3]
-        return _compile(H._attn_bwd_dkdv_hopper_ws_kernel, ("q", "do"), ("k", "v", "dk", "dv"),
-                        (m, n // 2, 4, stages), d, hq, hkv, drop=("BLOCK_N", ),
+        q = torch.empty(4096, hq, d, dtype=torch.bfloat16)
+        k = torch.empty(4096, hkv, d, dtype=torch.bfloat16)
+        descs = {f"{x}_desc": H._rows_view(q, m) for x in ("q", "do")}
+        descs.update({f"{x}_desc": H._rows_view(k, n // 2) for x in ("k", "v", "dk", "dv")})
+        vectors = {}
+        if lse_tma:  # FLAMIA_GLUON_DKDV_LSE=tma
+            descs.update({f"{x}_desc": H._vector_view(torch.empty(hq, 4096), m)
+                          for x in ("lse", "delta")})
+        else:
+            vectors = {"lse_desc": None, "delta_desc": None}
+        return _compile(H._attn_bwd_dkdv_hopper_ws_kernel, (), (), (m, n // 2, 4, stages), d,
+                        hq, hkv, drop=("BLOCK_N", ), descs=descs, LSE_TMA=lse_tma,
                         CONSUMER_REGS=H.DKDV_WS_CONSUMER_REGS,
-                        PRODUCER_REGS=H.DKDV_WS_PRODUCER_REGS)
+                        PRODUCER_REGS=H.DKDV_WS_PRODUCER_REGS, **vectors)
     return _compile(H._attn_bwd_dkdv_hopper_kernel, ("q", "do"), ("k", "v", "dk", "dv"),
                     H.DKDV_CONFIG[:3] + (stages, ), d, hq, hkv, DEFER=defer,
                     FUSE_DQ=fuse_dq > 0, ORDERED=fuse_dq == 1)
@@ -176,6 +186,8 @@ def main(argv=None):
     ap.add_argument("--configs", nargs="*", default=[",".join(map(str, H.DEFAULT_CONFIG))])
     ap.add_argument("--dkdv", nargs="*", default=[""],
                     help="FLAMIA_GLUON_DKDV values of the dK/dV kernel ('' = default)")
+    ap.add_argument("--lse-tma", action="store_true",
+                    help="warp-specialized dK/dV kernel: also with FLAMIA_GLUON_DKDV_LSE=tma")
     ap.add_argument("--fuse-dq", type=int, nargs="+", default=[0],
                     help="dK/dV kernel: 0 dQ kernel, 1 fused dQ ordered, 2 fused dQ unordered")
     ap.add_argument("--dq", nargs="*", default=["plain"], choices=H.DQ_MODES,
@@ -194,6 +206,8 @@ def main(argv=None):
             (f"dq {dq} {m}", compile_dq(args.d, mode=m)) for m in args.dq] + [
             (f"dkdv {dkdv} {p or 'default'} fuse_dq={f}", compile_dkdv(p, args.d, fuse_dq=f))
             for p in args.dkdv for f in args.fuse_dq if not (p.endswith("ws") and f)] + [
+            (f"dkdv {dkdv} {p} lse=tma", compile_dkdv(p, args.d, lse_tma=True))
+            for p in args.dkdv if p.endswith("ws") and args.lse_tma] + [
             (f"fwd8 {r}", compile_fwd8(args.d, qk_dtype=torch.bfloat16 if r == "nvfp4_fp8"
                                        else torch.float8_e4m3fn)) for r in args.fwd8] + [
             (f"dkdv8 {r}", compile_dkdv8(args.d, qk_dtype=torch.bfloat16 if r.startswith("nvfp4")

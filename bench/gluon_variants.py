@@ -9,7 +9,7 @@ workloads, in one process on the GPU:
 
 --kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S[,ws|,pingpong]. --kernel
 dkdv: the dK/dV kernel, configs FLAMIA_GLUON_DKDV=S,D (the plain kernel), or S,D,ws (the
-warp-specialized one), or S,D,fused (FLAMIA_DQ=fused: dQ added by the dK/dV kernel in key-tile
+warp-specialized one; S,D,ws,tma: with FLAMIA_GLUON_DKDV_LSE=tma), or S,D,fused (FLAMIA_DQ=fused: dQ added by the dK/dV kernel in key-tile
 order) or S,D,unordered (the same in any order), or triton,fused (the triton dK/dV kernel with
 FLAMIA_DQ=fused); timed as the whole backward call (the dQ kernel, where there
 is one, is the triton one in every variant); "kernel ms" counts the dK/dV kernel only. The first
@@ -53,6 +53,8 @@ DEFAULT_DKDV_CONFIGS = ["2,0,ws", "2,0", "4,1", "triton,fused", "2,0,unordered",
 def _dkdv_env(config: str) -> dict:
     if config == "triton,fused":
         return {"FLAMIA_DKDV_KERNEL": "triton", "FLAMIA_DQ": "fused"}
+    if config.endswith(",ws,tma"):  # lse2 and delta by the producer's TMA
+        return {**_dkdv_env(config[:-len(",tma")]), "FLAMIA_GLUON_DKDV_LSE": "tma"}
     stages, defer, *mode = config.split(",")
     mode = mode[0] if mode else "separate"
     if mode == "ws":  # the warp-specialized kernel (dQ by the dQ kernel)

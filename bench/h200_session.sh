@@ -14,10 +14,11 @@
 #   dkdvws: the warp-specialized Gluon dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,ws): variants, Hopper GPU
 #           tests, quick benchmark with it
 #   fwd8: the Gluon FP8 forward: FP8 GPU tests, triton vs Gluon FP8 forward, quick mxfp8 benchmark
-#   dkdv8: the Gluon FP8 dK/dV kernel (written 2026-12-05 without a GPU): its GPU tests first (a
-#          hang ends at the step's timeout), triton split / fused vs Gluon with 2 and 3 ring slots
-#          and the in-flight schedule (FLAMIA_GLUON_DKDV8=3,pipe),
-#          a quick benchmark with and without it (~7 min)
+#   dkdv8: written 2026-12-05 without a GPU: the Gluon FP8 dK/dV kernel and the BF16 dK/dV
+#          kernel's lse2/delta by TMA (FLAMIA_GLUON_DKDV_LSE=tma): GPU tests first (a hang ends
+#          at the step's timeout), then triton split / fused vs Gluon FP8 dK/dV with 2 and 3 ring
+#          slots and the in-flight schedule, and the BF16 kernel with and without TMA (~8 min)
+#   bench8: quick benchmark, mxfp8 with and without the Gluon FP8 dK/dV kernel (~4 min)
 #   host: host time per layer of a BF16 call (bench/host_layers.py), with cProfile
 #   dqws: the warp-specialized Gluon dQ kernel (FLAMIA_GLUON_DQ=ws): variants, GPU tests, benchmark
 #   ws: the warp-specialized Gluon forward (FLAMIA_GLUON_FWD=...,ws): forward variants, Hopper GPU tests
@@ -163,17 +164,25 @@ fwd8)  # the Gluon FP8 forward: its GPU tests and the FP8 tests (auto runs it), 
     --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|quant)|^###|Error" $OUT/bench.log | tail -30
   ;;
-dkdv8)  # the Gluon FP8 dK/dV kernel: bitwise against the triton kernels, probes, refusals;
-        # then the kernels alone per workload, then the whole mxfp8 call with and without it
-  FLAMIA_AUTOTUNE=0 step "dkdv8 gpu tests" 150 python -m pytest -q -p no:cacheprovider -x \
-    -k "fp8_dkdv or fp8_kernels or dkdv8" tests/test_kernels_hopper.py > $OUT/gpu_tests_dkdv8.log 2>&1
-  grep -E "passed|failed|FAILED|Error|Timeout" $OUT/gpu_tests_dkdv8.log | tail -12
+dkdv8)  # the Gluon FP8 dK/dV kernel and the BF16 dK/dV kernel's lse2/delta by TMA: their GPU
+        # tests (bitwise against the default kernels, probes, refusals), then each kernel alone
+  FLAMIA_AUTOTUNE=0 step "dkdv8 gpu tests" 240 python -m pytest -q -p no:cacheprovider \
+    -k "fp8_dkdv or fp8_kernels or dkdv8 or lse or leak" tests/test_kernels_hopper.py \
+    > $OUT/gpu_tests_dkdv8.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests_dkdv8.log | tail -12
   FLAMIA_AUTOTUNE=8x3,4x3 step "dkdv8 variants" 150 python -m bench.gluon_variants --kernel dkdv8 \
     --configs ${DKDV8_CONFIGS:-mxfp8:2:3:3,pipe nvfp4_fp8} > $OUT/dkdv8_variants.txt 2>&1
   grep -vE "Warn|warn" $OUT/dkdv8_variants.txt | tail -14
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-200} python -m bench.attention --quick --profile \
-    --dists lognormal_1k one_doc u32_1024 --providers flamia-bf16 flamia-mxfp8 \
-    "flamia-mxfp8 (Gluon dK/dV)" cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
+  FLAMIA_AUTOTUNE=8x3,4x3 step "dkdv lse variants" 120 python -m bench.gluon_variants --kernel dkdv \
+    --configs 2,0,ws 2,0,ws,tma 3,0,ws,tma > $OUT/dkdv_lse_variants.txt 2>&1
+  grep -vE "Warn|warn" $OUT/dkdv_lse_variants.txt | tail -14
+  ;;
+bench8)  # quick benchmark: mxfp8 with the triton and the Gluon FP8 dK/dV kernels, bf16 with
+         # FLAMIA_GLUON_DKDV_LSE=${LSE:-load} (set LSE=tma once phase dkdv8 has shown it right)
+  FLAMIA_GLUON_DKDV_LSE=${LSE:-load} FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-240} \
+    python -m bench.attention --quick --profile --dists lognormal_1k one_doc u32_1024 \
+    --providers flamia-bf16 flamia-mxfp8 "flamia-mxfp8 (Gluon dK/dV)" cudnn-thd cudnn-dense \
+    --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|quant)|^###|Error" $OUT/bench.log | tail -40
   ;;
 host)  # host time per layer of a BF16 call (bench/host_layers.py) and its cProfile, ~1 min

@@ -168,3 +168,15 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
             # the in-flight schedule: none with triton 3.6 (the H200's), 240 B with 3.9
             bound = 320 if "pipe" in recipe else 0
             assert stored <= bound and loaded <= bound, out
+
+
+def test_gluon_dkdv_lse_tma_compiles_for_sm90():
+    """The warp-specialized BF16 dK/dV kernel with lse2 and delta by TMA
+    (FLAMIA_GLUON_DKDV_LSE=tma): the default kernel's MMAs (24 per 64-query step in each
+    consumer, three loops), within shared memory, no spills (the default spills 16 B)."""
+    out = _bench("bench.gluon_report", "--configs", "--dq", "--dkdv", "2,0,ws",
+                 "--lse-tma").stdout
+    block = out.split("lse=tma:")[1]
+    assert int(re.search(r"shared (\d+) B", block).group(1)) <= 227 * 1024, out
+    assert re.search(r"HGMMA (\d+)", block).group(1) == str(2 * 3 * 24), out
+    assert "spills 0 B stored / 0 B loaded" in block, out

@@ -164,6 +164,14 @@ def test_gluon_dkdv_pipeline_is_checked(monkeypatch):
                    ("2,1", "3,1,ws", "2,0,1,ws", "2,0,wss", "ws", "2"), "FLAMIA_GLUON_DKDV")
 
 
+def test_gluon_dkdv_lse_mode_is_checked(monkeypatch):
+    from flamia.kernels import attention_hopper as H
+    monkeypatch.delenv("FLAMIA_GLUON_DKDV_LSE", raising=False)
+    assert H.dkdv_lse_mode() == "load"
+    _check_setting(monkeypatch, "FLAMIA_GLUON_DKDV_LSE", H.dkdv_lse_mode, (("tma", "tma"), ),
+                   ("TMA", "smem"), "FLAMIA_GLUON_DKDV_LSE='.*'; accepted")
+
+
 def test_gluon_dkdv8_setting_is_checked(monkeypatch):
     """FLAMIA_GLUON_DKDV8 (ring slots and schedule of the Gluon FP8 dK/dV kernel) is checked
     before anything is compiled."""
@@ -226,6 +234,31 @@ def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, mode
     (o_p, lse_p), (o_w, lse_w) = outs.values()
     assert torch.isfinite(o_w).all() and torch.isfinite(lse_w).all()
     assert torch.equal(o_w, o_p) and torch.equal(lse_w, lse_p)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("lengths,hq,hkv,d", [([1, 7, 129, 1000, 4001, 62], 16, 4, 128),
+                                              ([1, 7, 129, 1000, 4001, 62], 8, 2, 64),
+                                              ([300] * 20 + [37, 8191], 16, 4, 128),
+                                              ([8192] * 4, 16, 16, 128)])
+def test_dkdv_lse_by_tma_is_the_same(lengths, hq, hkv, d, stages, poisoned, monkeypatch):
+    """FLAMIA_GLUON_DKDV_LSE=tma (lse2 and delta by the producer's TMA, read from shared memory)
+    gives the warp-specialized dK/dV kernel the same values as its global loads: the same bits
+    (T a multiple of 4 here, the cases of GPU_CASES with one token less or more; other T load
+    them); every element written (poisoned outputs)."""
+    assert sum(lengths) % 4 == 0
+    backward = _backward_case(lengths, hq, hkv, d, seed=8)
+    monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "gluon")
+    monkeypatch.setenv("FLAMIA_GLUON_DKDV", f"{stages},0,ws")
+    grads = {}
+    for mode in ("load", "tma"):
+        monkeypatch.setenv("FLAMIA_GLUON_DKDV_LSE", mode)
+        grads[mode] = backward()
+    for a, b in zip(grads["tma"], grads["load"]):
+        assert torch.isfinite(a).all()
+        assert torch.equal(a, b)
 
 
 @pytest.mark.gpu
@@ -353,8 +386,13 @@ def test_fused_dq_at_scale(kernel, monkeypatch):
 @pytest.mark.parametrize("dq_mode,fwd,dkdv,dq", [
     ("separate", "128,128,8,2", "2,0", "plain"), ("fused", "128,128,8,2", "2,0", "plain"),
     ("separate", "128,128,8,2,ws", "2,0,ws", "ws"),
-    ("separate", "128,128,8,2,pingpong", "3,0,ws", "ws")])
+    ("separate", "128,128,8,2,pingpong", "3,0,ws", "ws"),
+    ("separate", "128,128,8,2,ws", "2,0,ws,tma", "ws")])
 def test_gluon_kernels_do_not_leak(dq_mode, fwd, dkdv, dq, gluon_kernels, monkeypatch):
+    """The probes with each Gluon configuration asked for; a trailing ",tma" on the dK/dV
+    setting: FLAMIA_GLUON_DKDV_LSE=tma (T = 4096, a multiple of 4)."""
+    dkdv, tma, _ = dkdv.partition(",tma")
+    monkeypatch.setenv("FLAMIA_GLUON_DKDV_LSE", "tma" if tma else "load")
     monkeypatch.setenv("FLAMIA_DQ", dq_mode)
     monkeypatch.setenv("FLAMIA_GLUON_FWD", fwd)
     monkeypatch.setenv("FLAMIA_GLUON_DKDV", dkdv)

@@ -39,7 +39,10 @@ forward (_attn_bwd_dkdv_hopper_ws_kernel: two consumer warpgroups of 64 keys wit
 halves, a producer warp for the Q/dO ring); H200 (bench/results/dkdv_variants_20261204_H200.txt,
 run 4): one document 3.85 ms vs 4.23 for the triton kernel and 4.59 for the plain Gluon kernel,
 lognormal 1k 1.28 vs 1.53 / 1.50, U(32, 1024) 0.60 vs 0.72 / 0.69; the same bits as the plain
-kernel. The plain kernel (_attn_bwd_dkdv_hopper_kernel) remains for FLAMIA_DQ=fused (it adds dQ
+kernel. FLAMIA_GLUON_DKDV_LSE=tma (dkdv_lse_mode; written 2026-12-05 without a GPU, not yet
+run): its producer also brings each query tile's lse2 and delta by TMA, instead of the
+consumers' global loads at the top of every step (unmasked step 321 + 319 SASS instructions
+instead of 421 + 559, triton 3.6). The plain kernel (_attn_bwd_dkdv_hopper_kernel) remains for FLAMIA_DQ=fused (it adds dQ
 in key-tile order, slower: same file, runs 2-3) and the pipeline sweeps (FLAMIA_GLUON_DKDV).
 
 The FP8 forward (_attn_fwd8_hopper_ws_kernel, mxfp8 and nvfp4_fp8) is the triton FP8 forward's
@@ -982,6 +985,21 @@ def dkdv_pipeline(fuse_dq: bool = False) -> tuple[int, bool, bool, bool]:
     return stages, bool(defer), bool(unordered), ws
 
 
+LSE_MODES = ("load", "tma")
+
+
+def dkdv_lse_mode() -> str:
+    """How the warp-specialized BF16 dK/dV kernel's consumers get each query tile's lse2 and
+    delta: "load" (default: global loads at the top of each step, before its first MMA can be
+    issued) or "tma" (the producer loads them by TMA with the tile's Q and dO, a step or more
+    ahead; the same values): FLAMIA_GLUON_DKDV_LSE, read at every launch. "tma" needs T a
+    multiple of 4 (16-byte rows of [Hq, T]); other T load them."""
+    mode = os.environ.get("FLAMIA_GLUON_DKDV_LSE", LSE_MODES[0])
+    if mode not in LSE_MODES:
+        raise ValueError(f"FLAMIA_GLUON_DKDV_LSE={mode!r}; accepted: {LSE_MODES}")
+    return mode
+
+
 @gluon.jit
 def _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, j, count, nq, lo, head0,
                       HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
@@ -1035,12 +1053,14 @@ def _dq_add(dq, dqa_ptr, sem_ptr, seg_start_ptr, m, head, tile, n_qtiles, total,
 
 @gluon.jit
 def _dkdv_step(dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
-               q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c, rc, offs_n, seg_end_n, m, i, count, nq, lo, head0, head, tile,
+               r_bars, q_desc, do_desc, lse_src, delta_src, dqa_ptr, sem_ptr, seg_start_ptr,
+               s_zero, c, rc, offs_n, seg_end_n, m, i, count, nq, lo, head0, head, tile,
                n_qtiles, stride_lh, total, qdo_empty, MASKED: gl.constexpr,
                HEAD_DIM: gl.constexpr, H_Q: gl.constexpr, BLOCK_M: gl.constexpr,
                BLOCK_N: gl.constexpr, STAGES: gl.constexpr, DEFER: gl.constexpr,
                FUSE_DQ: gl.constexpr, ORDERED: gl.constexpr, WS: gl.constexpr,
-               s_layout: gl.constexpr, op_layout: gl.constexpr, dq_layout: gl.constexpr):
+               LSE_TMA: gl.constexpr, s_layout: gl.constexpr, op_layout: gl.constexpr,
+               dq_layout: gl.constexpr):
     """Query tile m of query head ``head`` (the i-th pair visited): S^T = K Q^T and
     dP^T = V dO^T issued together; P^T from S^T as soon as it is done, dV += P^T dO issued while
     dP^T runs; dS^T = P^T (dP^T - delta); dK += dS^T Q. DEFER: the dV and dK MMAs are left
@@ -1049,7 +1069,9 @@ def _dkdv_step(dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_b
     dQ += dS K_n through shared memory (dS^T stored once, read by the dQ MMA), added into the
     fp32 dQ in memory (_dq_add), instead of a dQ kernel that recomputes S and dP. WS: a
     producer warp fills the ring; the slot is released (qdo_empty) once this step's MMAs are
-    done (neither DEFER nor FUSE_DQ)."""
+    done (neither DEFER nor FUSE_DQ). lse_src, delta_src: lse2 and delta [Hq, T] in global
+    memory, loaded here, or (LSE_TMA, WS only) their rings of [1, BLOCK_M] tiles in shared
+    memory, which the producer fills by TMA with the pair's Q and dO (r_bars)."""
     slot = i % STAGES
     if not WS:
         # Refill the ring with the pair PREFETCH steps ahead, into the slot of pair i - 1
@@ -1060,9 +1082,15 @@ def _dkdv_step(dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_b
         _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i + PREFETCH,
                           count, nq, lo, head0, HEAD_DIM, BLOCK_M, STAGES)
     offs_m = m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
-    row_ok = offs_m < total
-    lse = gl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
-    delta = gl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
+    if LSE_TMA:  # loaded ahead by the producer: no global-load latency before the first MMA
+        mbarrier.wait(r_bars.index(slot), (i // STAGES) & 1)
+        cols: gl.constexpr = gl.SliceLayout(0, s_layout)
+        lse = lse_src.index(slot).reshape([BLOCK_M]).load(cols)
+        delta = delta_src.index(slot).reshape([BLOCK_M]).load(cols)
+    else:
+        row_ok = offs_m < total
+        lse = gl.load(lse_src + head * stride_lh + offs_m, mask=row_ok, other=0.0)
+        delta = gl.load(delta_src + head * stride_lh + offs_m, mask=row_ok, other=0.0)
     phase = (i // STAGES) & 1
     mbarrier.wait(q_bars.index(slot), phase)
     # S^T - lse2 / c from an accumulator holding -lse2 / c, so that lse's registers are free
@@ -1137,18 +1165,18 @@ def _key_program(order_ptr, seg_end_ptr, total, H_Q: gl.constexpr, H_KV: gl.cons
 
 
 @gluon.jit
-def _dkdv_rows(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars, qdo_empty,
-               q_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr,
-               seg_start_ptr, seg_end_ptr, n_qtiles, stride_lh, total, c, sm_scale, kv_col,
-               row0, tile, lo, full_lo, full_hi, hi, count, nq, head0, ROWS: gl.constexpr,
-               HEAD_DIM: gl.constexpr, H_Q: gl.constexpr, G: gl.constexpr,
+def _dkdv_rows(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars, r_bars,
+               qdo_empty, q_desc, do_desc, dk_desc, dv_desc, lse_src, delta_src, dqa_ptr,
+               sem_ptr, seg_start_ptr, seg_end_ptr, n_qtiles, stride_lh, total, c, sm_scale,
+               kv_col, row0, tile, lo, full_lo, full_hi, hi, count, nq, head0,
+               ROWS: gl.constexpr, HEAD_DIM: gl.constexpr, H_Q: gl.constexpr, G: gl.constexpr,
                BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                DEFER: gl.constexpr, FUSE_DQ: gl.constexpr, ORDERED: gl.constexpr,
-               WARPS: gl.constexpr, WS: gl.constexpr):
+               WARPS: gl.constexpr, WS: gl.constexpr, LSE_TMA: gl.constexpr):
     """dK, dV of keys row0 .. row0 + ROWS - 1 (K and V in k_smem / v_smem once kv_bar
     completes; WARPS / 4 warpgroups of 64 keys) over the (query head, query tile) pairs of the
     ring, written by TMA stores through k_smem / v_smem. WS: one consumer partition of the
-    warp-specialized kernel."""
+    warp-specialized kernel. lse_src, delta_src, r_bars, LSE_TMA: see _dkdv_step."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_M, 16])
     dkv_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -1174,24 +1202,27 @@ def _dkdv_rows(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars
         for m in range(lo, full_lo):
             dk, dv, pt_op, dst = _dkdv_step(
                 dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
-                q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c,
-                rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile, n_qtiles,
+                r_bars, q_desc, do_desc, lse_src, delta_src, dqa_ptr, sem_ptr, seg_start_ptr,
+                s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
+                n_qtiles,
                 stride_lh, total, qdo_empty, True, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
-                DEFER, FUSE_DQ, ORDERED, WS, s_layout, op_layout, dq_layout)
+                DEFER, FUSE_DQ, ORDERED, WS, LSE_TMA, s_layout, op_layout, dq_layout)
         for m in range(full_lo, full_hi):
             dk, dv, pt_op, dst = _dkdv_step(
                 dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
-                q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c,
-                rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile, n_qtiles,
+                r_bars, q_desc, do_desc, lse_src, delta_src, dqa_ptr, sem_ptr, seg_start_ptr,
+                s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
+                n_qtiles,
                 stride_lh, total, qdo_empty, False, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
-                DEFER, FUSE_DQ, ORDERED, WS, s_layout, op_layout, dq_layout)
+                DEFER, FUSE_DQ, ORDERED, WS, LSE_TMA, s_layout, op_layout, dq_layout)
         for m in range(full_hi, hi):
             dk, dv, pt_op, dst = _dkdv_step(
                 dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
-                q_desc, do_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr, seg_start_ptr, s_zero, c,
-                rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile, n_qtiles,
+                r_bars, q_desc, do_desc, lse_src, delta_src, dqa_ptr, sem_ptr, seg_start_ptr,
+                s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
+                n_qtiles,
                 stride_lh, total, qdo_empty, True, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
-                DEFER, FUSE_DQ, ORDERED, WS, s_layout, op_layout, dq_layout)
+                DEFER, FUSE_DQ, ORDERED, WS, LSE_TMA, s_layout, op_layout, dq_layout)
     if DEFER:
         dk, dv, pt_op, dst = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv, pt_op, dst))
 
@@ -1246,11 +1277,11 @@ def _attn_bwd_dkdv_hopper_kernel(
         _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, j, count, nq, lo,
                           head0, HEAD_DIM, BLOCK_M, STAGES)
     _dkdv_rows(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars, q_bars,
-               q_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr,
+               q_bars, q_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr,
                seg_start_ptr, seg_end_ptr, n_qtiles, stride_lh, total, c, sm_scale, kv_col,
                start_n, tile, lo, full_lo, full_hi, hi, count, nq, head0, BLOCK_N, HEAD_DIM,
                H_Q, H_Q // H_KV, BLOCK_M, BLOCK_N, STAGES, DEFER, FUSE_DQ, ORDERED, num_warps,
-               False)
+               False, False)
 
 
 # Warp-specialized dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,ws; the default): the 128 keys of a tile are two
@@ -1263,11 +1294,13 @@ DKDV_WS_PRODUCER_REGS = 24
 
 
 @gluon.jit
-def _dkdv_ws_producer(k_desc, v_desc, q_desc, do_desc, k_smem, v_smem, kv_bars, q_smem, do_smem,
-                      q_bars, do_bars, qdo_empty, start_n, kv_col, count, nq, lo, head0,
-                      HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
+def _dkdv_ws_producer(k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem,
+                      kv_bars, q_smem, do_smem, lse_smem, delta_smem, q_bars, do_bars, r_bars,
+                      qdo_empty, start_n, kv_col, count, nq, lo, head0, HEAD_DIM: gl.constexpr,
+                      BLOCK_M: gl.constexpr, STAGES: gl.constexpr, LSE_TMA: gl.constexpr):
     """The TMA producer warp: each consumer's K and V halves, then the (query head, query tile)
-    pairs' Q and dO into slot j % STAGES once both consumers have released it."""
+    pairs' Q and dO (and with LSE_TMA their lse2 and delta, [1, BLOCK_M] tiles of [Hq, T]: zeros
+    past the last token) into slot j % STAGES once both consumers have released it."""
     for h in gl.static_range(2):
         mbarrier.expect(kv_bars.index(h), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
         row = start_n + h * k_desc.block_type.shape[0]
@@ -1279,18 +1312,28 @@ def _dkdv_ws_producer(k_desc, v_desc, q_desc, do_desc, k_smem, v_smem, kv_bars, 
         mbarrier.wait(qdo_empty.index(j % STAGES), ((j // STAGES) & 1) ^ 1)
         _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, j, count, nq, lo,
                           head0, HEAD_DIM, BLOCK_M, STAGES)
+        if LSE_TMA:
+            slot = j % STAGES
+            g = j // nq
+            at = [head0 + g, (lo + j - g * nq) * BLOCK_M]
+            mbarrier.expect(r_bars.index(slot), 2 * lse_desc.block_type.nbytes)
+            tma_load(lse_desc, at, r_bars.index(slot), lse_smem.index(slot))
+            tma_load(delta_desc, at, r_bars.index(slot), delta_smem.index(slot))
 
 
 @gluon.jit
 def _attn_bwd_dkdv_hopper_ws_kernel(
-    q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr, seg_end_ptr,
-    order_ptr, seg_start_ptr, stride_lh, total, c, sm_scale, H_Q: gl.constexpr,
+    q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr, lse_desc, delta_desc,
+    seg_end_ptr, order_ptr, seg_start_ptr, stride_lh, total, c, sm_scale, H_Q: gl.constexpr,
     H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+    LSE_TMA: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+    num_warps: gl.constexpr,
 ):
     """_attn_bwd_dkdv_hopper_kernel's function (no fused dQ) with warp specialization; grid
     (Hkv, 128-key tiles in launch order), num_warps = 4 (the default partition); k/v/dk/dv
-    descriptors with 64-row blocks (one per consumer), q/do with BLOCK_M rows."""
+    descriptors with 64-row blocks (one per consumer), q/do with BLOCK_M rows. LSE_TMA: lse2 and
+    delta come by TMA (lse_desc, delta_desc over [Hq, T], [1, BLOCK_M] blocks) with each pair's
+    Q and dO instead of the consumers' global loads (lse_ptr, delta_ptr): the same values."""
     HALF: gl.constexpr = k_desc.block_type.shape[0]
     tile, start_n, kv_col, lo, full_lo, full_hi, hi, nq, count, head0 = _key_program(
         order_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, 2 * HALF)
@@ -1305,24 +1348,33 @@ def _attn_bwd_dkdv_hopper_ws_kernel(
     for st in gl.static_range(STAGES):
         mbarrier.init(qdo_empty.index(st), count=2)
     q_smem, do_smem, q_bars, do_bars = _kv_ring(q_desc, do_desc, STAGES)
+    if LSE_TMA:
+        lse_src = _ring(lse_desc, STAGES)
+        delta_src = _ring(delta_desc, STAGES)
+        r_bars = _barriers(STAGES, 1)
+    else:  # the global arrays; the producer loads nothing more
+        lse_src = lse_ptr
+        delta_src = delta_ptr
+        r_bars = q_bars
     fence_async_shared()
     G: gl.constexpr = H_Q // H_KV
     gl.warp_specialize([
         (_dkdv_rows, (k_smem.index(0), v_smem.index(0), kv_bars.index(0), q_smem, do_smem,
-                      k_smem, q_bars, do_bars, qdo_empty, q_desc, do_desc, dk_desc, dv_desc,
-                      lse_ptr, delta_ptr, lse_ptr, seg_end_ptr, seg_start_ptr, seg_end_ptr, 0,
-                      stride_lh, total, c, sm_scale, kv_col, start_n, tile, lo, full_lo,
-                      full_hi, hi, count, nq, head0, HALF, HEAD_DIM, H_Q, G, BLOCK_M, 2 * HALF,
-                      STAGES, False, False, False, 4, True)),
+                      k_smem, q_bars, do_bars, r_bars, qdo_empty, q_desc, do_desc, dk_desc,
+                      dv_desc, lse_src, delta_src, lse_ptr, seg_end_ptr, seg_start_ptr,
+                      seg_end_ptr, 0, stride_lh, total, c, sm_scale, kv_col, start_n, tile, lo,
+                      full_lo, full_hi, hi, count, nq, head0, HALF, HEAD_DIM, H_Q, G, BLOCK_M,
+                      2 * HALF, STAGES, False, False, False, 4, True, LSE_TMA)),
         (_dkdv_rows, (k_smem.index(1), v_smem.index(1), kv_bars.index(1), q_smem, do_smem,
-                      k_smem, q_bars, do_bars, qdo_empty, q_desc, do_desc, dk_desc, dv_desc,
-                      lse_ptr, delta_ptr, lse_ptr, seg_end_ptr, seg_start_ptr, seg_end_ptr, 0,
-                      stride_lh, total, c, sm_scale, kv_col, start_n + HALF, tile, lo, full_lo,
-                      full_hi, hi, count, nq, head0, HALF, HEAD_DIM, H_Q, G, BLOCK_M, 2 * HALF,
-                      STAGES, False, False, False, 4, True)),
-        (_dkdv_ws_producer, (k_desc, v_desc, q_desc, do_desc, k_smem, v_smem, kv_bars, q_smem,
-                             do_smem, q_bars, do_bars, qdo_empty, start_n, kv_col, count, nq, lo,
-                             head0, HEAD_DIM, BLOCK_M, STAGES)),
+                      k_smem, q_bars, do_bars, r_bars, qdo_empty, q_desc, do_desc, dk_desc,
+                      dv_desc, lse_src, delta_src, lse_ptr, seg_end_ptr, seg_start_ptr,
+                      seg_end_ptr, 0, stride_lh, total, c, sm_scale, kv_col, start_n + HALF,
+                      tile, lo, full_lo, full_hi, hi, count, nq, head0, HALF, HEAD_DIM, H_Q, G,
+                      BLOCK_M, 2 * HALF, STAGES, False, False, False, 4, True, LSE_TMA)),
+        (_dkdv_ws_producer, (k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, k_smem,
+                             v_smem, kv_bars, q_smem, do_smem, lse_src, delta_src, q_bars,
+                             do_bars, r_bars, qdo_empty, start_n, kv_col, count, nq, lo, head0,
+                             HEAD_DIM, BLOCK_M, STAGES, LSE_TMA)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -1805,6 +1857,14 @@ def _token_major_view(t: torch.Tensor, block_tokens: int) -> TensorDescriptor:
                             _tile_layout(d, block_tokens, t.dtype))
 
 
+def _vector_view(t: torch.Tensor, block: int) -> TensorDescriptor:
+    """A TMA descriptor over a per-query fp32 array [Hq, T] (unit stride along T, the row stride
+    a multiple of 4), block [1, block]: a tile past the last token reads zeros."""
+    h, total = t.shape
+    return TensorDescriptor(t, [h, total], [t.stride(0), 1], [1, block],
+                            gl.NVMMASharedLayout.get_default_for([1, block], gl.float32))
+
+
 def _query_rows_view(qrow: torch.Tensor, block_m: int) -> TensorDescriptor:
     """A TMA descriptor over the per-query rows [Hq, T, 4] (fp32, contiguous), block
     [1, block_m, 4]: a tile past the last token reads zeros, as the triton kernels' masked loads
@@ -1946,13 +2006,15 @@ def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkd
             raise ValueError("FLAMIA_GLUON_DKDV=...,ws does not add dQ (FLAMIA_DQ=fused); "
                              "accepted with it: FLAMIA_DQ=separate")
         half = block_n // 2
+        lse_tma = dkdv_lse_mode() == "tma" and lse.stride(0) % 4 == 0
         _attn_bwd_dkdv_hopper_ws_kernel[(k.shape[1], order_dkdv.numel())](
             _rows_view(q, block_m), _rows_view(k, half), _rows_view(v, half),
             _rows_view(do, block_m), _rows_view(dk, half), _rows_view(dv, half), lse, delta,
-            seg_end, order_dkdv, seg_start, lse.stride(0), total, softmax_scale * LOG2E,
-            softmax_scale, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_M=block_m, STAGES=stages,
-            CONSUMER_REGS=DKDV_WS_CONSUMER_REGS, PRODUCER_REGS=DKDV_WS_PRODUCER_REGS,
-            num_warps=4)
+            *((_vector_view(lse, block_m), _vector_view(delta, block_m)) if lse_tma else
+              (None, None)), seg_end, order_dkdv, seg_start, lse.stride(0), total,
+            softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d,
+            BLOCK_M=block_m, STAGES=stages, LSE_TMA=lse_tma, CONSUMER_REGS=DKDV_WS_CONSUMER_REGS,
+            PRODUCER_REGS=DKDV_WS_PRODUCER_REGS, num_warps=4)
         return dk, dv
     if fuse_dq:
         assert dqa.shape == q.shape and dqa.is_contiguous() and dqa.dtype == torch.float32
