@@ -7,9 +7,9 @@ heads of a GQA group, so no atomics) and a dQ kernel over query tiles (BF16 can 
 from the dK/dV kernel in a fixed order, FLAMIA_DQ=fused, see dq_fused). The FP8 recipes run the
 dK/dV kernel twice by default, as a dV-only and a dK-only kernel (PART, see dkdv_parts): with
 both fp32 accumulators the FP8 kernel spills (FLAMIA_DKDV_KERNEL=gluon: one warp-specialized
-Gluon kernel instead, attention_hopper, not yet run on a GPU). On Hopper the BF16 forward, dQ and dK/dV kernels
-that run by default are Gluon versions of these (kernels/attention_hopper.py; fwd_kernel,
-dq_kernel, dkdv_kernel).
+Gluon kernel instead, attention_hopper, not yet run on a GPU). On Hopper the BF16 forward, dQ
+and dK/dV kernels that run by default are Gluon versions of these (kernels/attention_hopper.py;
+fwd_kernel, dq_kernel, dkdv_kernel).
 
 FP8 variants: Q, K, V, dO arrive quantized (kernels/quantize.py) with per-(token, head) scales,
 which factor out of S and dP (_rhs_scaled_dot) and are folded into the in-register operands P', dS'
@@ -1025,8 +1025,8 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         from . import attention_hopper
         gluon_tiles = attention_hopper.DKDV8_CONFIG[:2]
         _gluon_takes("FLAMIA_DKDV_KERNEL", _gluon_fp8_mma() or (
-            None if (bm, bn) == gluon_tiles else
-            f"dK/dV tiles {(bm, bn)} (FLAMIA_BWD_BLOCKS), the Gluon FP8 kernel's are {gluon_tiles}"))
+            None if (bm, bn) == gluon_tiles else f"dK/dV tiles {(bm, bn)} (FLAMIA_BWD_BLOCKS), "
+            f"the Gluon FP8 kernel's are {gluon_tiles}"))
         attention_hopper.attention_dkdv8_hopper(q, k, v, do_in, qt, dot, qrow, skv, seg_end,
                                                 order_dkdv, softmax_scale, dk, dv)
         gluon_dkdv = True
