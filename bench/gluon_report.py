@@ -146,8 +146,8 @@ def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), descs=None
         elif arg in descs:
             sig[arg] = mangle_type(descs[arg])
         elif arg.endswith("_ptr"):
-            sig[arg] = (ptrs or {}).get(arg) or ("*i32" if arg in ("seg_start_ptr", "seg_end_ptr", "order_ptr", "sem_ptr")
-                        else "*fp32")
+            plan = ("seg_start_ptr", "seg_end_ptr", "order_ptr", "sem_ptr")
+            sig[arg] = (ptrs or {}).get(arg) or ("*i32" if arg in plan else "*fp32")
             attrs[(i,)] = [["tt.divisibility", 16]]
         else:
             sig[arg] = "fp32" if arg in ("c", "sm_scale") else "i32"  # total, strides, counts

@@ -9,8 +9,8 @@ workloads, in one process on the GPU:
 
 --kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S[,ws|,pingpong]. --kernel
 dkdv: the dK/dV kernel, configs FLAMIA_GLUON_DKDV=S,D (the plain kernel), or S,D,ws (the
-warp-specialized one; S,D,ws,tma: with FLAMIA_GLUON_DKDV_LSE=tma), or S,D,fused (FLAMIA_DQ=fused: dQ added by the dK/dV kernel in key-tile
-order) or S,D,unordered (the same in any order), or triton,fused (the triton dK/dV kernel with
+warp-specialized one; S,D,ws,tma: with FLAMIA_GLUON_DKDV_LSE=tma), or S,D,fused
+(FLAMIA_DQ=fused: dQ added by the dK/dV kernel in key-tile order) or S,D,unordered (the same in any order), or triton,fused (the triton dK/dV kernel with
 FLAMIA_DQ=fused); timed as the whole backward call (the dQ kernel, where there
 is one, is the triton one in every variant); "kernel ms" counts the dK/dV kernel only. The first
 row of each workload (the triton dK/dV kernel and dQ kernel) is the reference of the diffs.

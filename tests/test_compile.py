@@ -144,10 +144,10 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
     """The Gluon FP8 dK/dV kernel (attention_hopper._attn_bwd_dkdv8_hopper_ws_kernel) for both
     FP8 recipes and both head dims: no spills (each consumer warpgroup holds one fp32
     accumulator, unlike the triton fused kernel), within an H100/H200's shared memory, and (at
-    D = 128) the MMAs of one step per loop: the P partition's (three loops: masked, unmasked, masked) S^T
-    (D / 32 FP8 MMAs of K=32 for mxfp8, D / 16 BF16 ones of K=16 for nvfp4_fp8's bf16-held
-    NVFP4 values) and dV (2 FP8, 64 queries), the dS partition's (one loop: it masks nothing)
-    dP^T (D / 32 FP8) and dK (2 FP8, or 4 BF16 for nvfp4_fp8). The in-flight schedule
+    D = 128) the MMAs of one step per loop: the P partition's (three loops: masked, unmasked,
+    masked) S^T (D / 32 FP8 MMAs of K=32 for mxfp8, D / 16 BF16 ones of K=16 for nvfp4_fp8's
+    bf16-held NVFP4 values) and dV (2 FP8, 64 queries), the dS partition's (one loop: it masks
+    nothing) dP^T (D / 32 FP8) and dK (2 FP8, or 4 BF16 for nvfp4_fp8). The in-flight schedule
     (FLAMIA_GLUON_DKDV8=3,pipe) adds pair 0's S^T and dP^T before the loops and the last dV and
     dK after them; it spills nothing with the H200's triton 3.6 but 240 B with 3.9."""
     for d in (64, 128):
