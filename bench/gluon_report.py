@@ -159,6 +159,139 @@ def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), descs=None
                           options={"num_warps": w, "num_stages": 1})
 
 
+POINTER_TYPES = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.int32: "*i32",
+                 torch.float8_e4m3fn: "*fp8e4nv"}
+
+
+def compile_launch(fn, args, kwargs):
+    """Compile for sm_90 exactly what a launcher passes to ``fn`` (a Gluon kernel): positional
+    arguments by type (tensors as pointers, TensorDescriptors, ints, floats, None as constexpr;
+    ints specialized as triton's launcher does: 1 as a constant, multiples of 16 as such) and
+    keyword constexprs, bound to the kernel's parameters by name, every parameter exactly once
+    (a launcher/kernel mismatch is an error here, not on the GPU)."""
+    names = fn.arg_names
+    if len(args) > len(names):
+        raise TypeError(f"{fn.__name__}: {len(args)} positional arguments for {len(names)}")
+    bound = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names or k in bound:
+            raise TypeError(f"{fn.__name__}: keyword {k!r} unknown or given twice")
+        bound[k] = v
+    missing = [n for n in names if n not in bound]
+    if missing:
+        raise TypeError(f"{fn.__name__}: missing {missing}")
+    sig, consts, attrs = {}, {}, {}
+    for i, name in enumerate(names):
+        v = bound[name]
+        if name in kwargs or v is None:
+            sig[name] = "constexpr"
+            consts[(i,)] = v
+        elif isinstance(v, torch.Tensor):
+            sig[name] = POINTER_TYPES[v.dtype]
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif isinstance(v, bool):
+            raise TypeError(f"{fn.__name__}: {name} is a bool passed positionally")
+        elif isinstance(v, int):  # specialized as triton's launcher specializes it
+            if v == 1:
+                sig[name] = "constexpr"
+                consts[(i,)] = 1
+            else:
+                sig[name] = "i32"
+                if v % 16 == 0:
+                    attrs[(i,)] = [["tt.divisibility", 16]]
+        elif isinstance(v, float):
+            sig[name] = "fp32"
+        else:
+            sig[name] = mangle_type(v)
+    src = GluonASTSource(fn=fn, signature=sig, attrs=attrs, constexprs=consts)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": bound["num_warps"], "num_stages": 1})
+
+
+class _Recorder:
+    """Stands in for a Gluon kernel: records what a launcher passes (grid, args, kwargs)."""
+
+    def __init__(self, fn, calls):
+        self.fn, self.calls = fn, calls
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.calls.append((self.fn, grid, args, kwargs))
+
+
+def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
+    """(name, kernel, args, kwargs) of each Gluon launcher in its settings (environment), run on
+    CPU tensors of a packed batch of T tokens with the kernels recorded instead of launched."""
+    from flamia import ops
+    from flamia.kernels import attention as K
+    from flamia.kernels.quantize import TOKEN_PAD
+
+    calls = []
+    kernels = [name for name in dir(H) if name.startswith("_attn_") and name.endswith("_kernel")]
+    patches = [mock.patch.object(H, name, _Recorder(getattr(H, name), calls)) for name in kernels]
+    patches.append(mock.patch.object(H, "cuda_major", lambda device=None: 9))
+    g = torch.Generator().manual_seed(0)
+    mk = lambda h, dtype=torch.bfloat16: torch.randn(t, h, d, generator=g).to(dtype)
+    q, k, v, do = mk(hq), mk(hkv), mk(hkv), mk(hq)
+    cu = torch.tensor([0, 100, 257, t], dtype=torch.int32)
+    plan = ops.batch_plan(cu, t, d)
+    lse = torch.zeros(hq, t)
+    delta = torch.zeros(hq, t)
+    grads = [torch.empty_like(x) for x in (q, k, v)]
+    out = []
+    for p in patches:
+        p.start()
+    try:
+        def run(name, env, launch):
+            with mock.patch.dict(os.environ, env):
+                launch()
+            fn, _, args, kwargs = calls.pop()
+            out.append((name, fn, args, kwargs))
+
+        o = torch.empty_like(q)
+        run("fwd ws", {}, lambda: H.attention_fwd_hopper(q, k, v, plan.seg_start, plan.order_fwd,
+                                                         0.1, o, lse))
+        run("fwd plain", {"FLAMIA_GLUON_FWD": "128,128,8,2"}, lambda: H.attention_fwd_hopper(
+            q, k, v, plan.seg_start, plan.order_fwd, 0.1, o, lse))
+        for mode in H.DQ_MODES:
+            run(f"dq {mode}", {"FLAMIA_GLUON_DQ": mode}, lambda: H.attention_dq_hopper(
+                q, k, v, do, lse, delta, plan.seg_start, plan.order_dq, 0.1, grads[0]))
+        dkdv = lambda *extra: H.attention_dkdv_hopper(
+            q, k, v, do, lse, delta, plan.seg_start, plan.seg_end, plan.order_dkdv, 0.1,
+            grads[1], grads[2], *extra)
+        for lse_mode in H.LSE_MODES:
+            run(f"dkdv ws lse={lse_mode}", {"FLAMIA_GLUON_DKDV_LSE": lse_mode}, dkdv)
+        run("dkdv plain", {"FLAMIA_GLUON_DKDV": "2,0"}, dkdv)
+        dqa = torch.zeros(t, hq, d)
+        sem = torch.zeros(hq, -(-t // H.DKDV_CONFIG[0]), dtype=torch.int32)
+        run("dkdv plain fused dQ", {"FLAMIA_GLUON_DKDV": "2,0"}, lambda: dkdv(dqa, sem))
+        # the quantizers' outputs as the kernels take them (shapes, dtypes, layouts; the
+        # quantizers are triton kernels, which do not run here)
+        fp8 = torch.float8_e4m3fn
+        padded = -(-t // TOKEN_PAD) * TOKEN_PAD
+        plan8 = ops.batch_plan(cu, t, d, fp8=True)
+        v8, do8 = v.to(fp8), do.to(fp8)
+        vt8 = torch.zeros(hkv, d, padded, dtype=fp8)
+        dot8 = torch.zeros(hq, d, padded, dtype=fp8)
+        sq = torch.ones(hq, t)
+        skv = torch.ones(hkv, t, K.KROW)
+        qrow = torch.zeros(hq, t, K.QROW)
+        for recipe in ("mxfp8", "nvfp4_fp8"):
+            qk_dtype = torch.bfloat16 if recipe == "nvfp4_fp8" else fp8
+            q8, k8 = q.to(qk_dtype), k.to(qk_dtype)
+            qt8 = torch.zeros(hq, d, padded, dtype=qk_dtype)
+            run(f"fwd8 {recipe}", {}, lambda: H.attention_fwd8_hopper(
+                q8, k8, vt8, sq, skv, plan8.seg_start, plan8.order_fwd, 0.1, o, lse))
+            for setting in ("", "3,pipe"):
+                run(f"dkdv8 {recipe} {setting or 'default'}", {"FLAMIA_GLUON_DKDV8": setting},
+                    lambda: H.attention_dkdv8_hopper(q8, k8, v8, do8, qt8, dot8, qrow, skv,
+                                                     plan8.seg_end, plan8.order_dkdv, 0.1,
+                                                     grads[1], grads[2]))
+    finally:
+        for p in patches:
+            p.stop()
+    return out
+
+
 def sass_lines(cubin: bytes) -> list[str]:
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
@@ -197,8 +330,23 @@ def main(argv=None):
     ap.add_argument("--dkdv8", nargs="*", default=[],
                     help="also the FP8 dK/dV kernel: recipe[:FLAMIA_GLUON_DKDV8], e.g. mxfp8 "
                          "nvfp4_fp8 mxfp8:3,pipe")
+    ap.add_argument("--launchers", action="store_true",
+                    help="instead: run each Gluon launcher on CPU tensors with its kernel recorded, "
+                         "and compile exactly what it passes")
+    ap.add_argument("--tokens", type=int, default=300,
+                    help="--launchers: packed tokens T (the launch specializes on T %% 16)")
+    ap.add_argument("--heads", type=int, nargs=2, default=[8, 2], metavar=("HQ", "HKV"),
+                    help="--launchers: query and kv heads (default 8 2: GQA groups of 4)")
     ap.add_argument("--d", type=int, default=128)
     args = ap.parse_args(argv)
+    if args.launchers:
+        print(f"# triton {triton.__version__}, sm_90, D={args.d}, T={args.tokens}, Hq/Hkv="
+              f"{args.heads[0]}/{args.heads[1]}: the launchers' calls compiled")
+        for name, fn, call_args, call_kwargs in launcher_calls(args.tokens, *args.heads, args.d):
+            compiled = compile_launch(fn, call_args, call_kwargs)
+            print(f"launch {name}: {fn.__name__}, shared {compiled.metadata.shared} B, "
+                  f"{registers_and_spills(compiled.asm['ptx'])}")
+        return
     print(f"# triton {triton.__version__}, sm_90, D={args.d}")
     dq = ",".join(map(str, H.DQ_CONFIG))
     dkdv = ",".join(map(str, H.DKDV_CONFIG[:3]))

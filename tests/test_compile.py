@@ -180,3 +180,16 @@ def test_gluon_dkdv_lse_tma_compiles_for_sm90():
     assert int(re.search(r"shared (\d+) B", block).group(1)) <= 227 * 1024, out
     assert re.search(r"HGMMA (\d+)", block).group(1) == str(2 * 3 * 24), out
     assert "spills 0 B stored / 0 B loaded" in block, out
+
+
+def test_gluon_launchers_compile_what_they_launch():
+    """Every Gluon launcher, run on CPU tensors with its kernel recorded (bench/gluon_report.py
+    --launchers): what it passes binds to the kernel's parameters (each exactly once) and
+    compiles for sm_90; a launcher/kernel mismatch would otherwise first show on the GPU. The
+    FP8 dK/dV kernel (both recipes, default schedule) spills nothing as launched."""
+    out = _bench("bench.gluon_report", "--launchers", "--tokens", "300").stdout
+    launches = [line for line in out.splitlines() if line.startswith("launch ")]
+    assert len(launches) == 14, out
+    for line in launches:
+        if line.startswith("launch dkdv8") and line.split(":")[0].endswith("default"):
+            assert "spills 0 B stored / 0 B loaded" in line, out

@@ -42,7 +42,8 @@ lognormal 1k 1.28 vs 1.53 / 1.50, U(32, 1024) 0.60 vs 0.72 / 0.69; the same bits
 kernel. FLAMIA_GLUON_DKDV_LSE=tma (dkdv_lse_mode; written 2026-12-05 without a GPU, not yet
 run): its producer also brings each query tile's lse2 and delta by TMA, instead of the
 consumers' global loads at the top of every step (unmasked step 321 + 319 SASS instructions
-instead of 421 + 559, triton 3.6). The plain kernel (_attn_bwd_dkdv_hopper_kernel) remains
+instead of 421 + 559, triton 3.6; compiled as launched, bench/gluon_report.py --launchers, the
+default spills 192-236 B per thread with GQA, the TMA variant nothing). The plain kernel (_attn_bwd_dkdv_hopper_kernel) remains
 for FLAMIA_DQ=fused (it adds dQ in key-tile order, slower: same file, runs 2-3) and the pipeline
 sweeps (FLAMIA_GLUON_DKDV).
 
