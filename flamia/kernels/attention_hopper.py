@@ -41,9 +41,9 @@ run 4): one document 3.85 ms vs 4.23 for the triton kernel and 4.59 for the plai
 lognormal 1k 1.28 vs 1.53 / 1.50, U(32, 1024) 0.60 vs 0.72 / 0.69; the same bits as the plain
 kernel. FLAMIA_GLUON_DKDV_LSE=tma (dkdv_lse_mode; written 2026-12-05 without a GPU, not yet
 run): its producer also brings each query tile's lse2 and delta by TMA, instead of the
-consumers' global loads at the top of every step (unmasked step 321 + 319 SASS instructions
-instead of 421 + 559, triton 3.6; compiled as launched, bench/gluon_report.py --launchers, the
-default spills 192-236 B per thread with GQA, the TMA variant nothing). The plain kernel (_attn_bwd_dkdv_hopper_kernel) remains
+consumers' global loads at the top of every step (compiled as launched, triton 3.6,
+bench/gluon_report.py --launchers: unmasked step 319 + 321 SASS instructions instead of
+358 + 364 with GQA 8/2, and no spills where the default spills 192-236 B per thread with GQA). The plain kernel (_attn_bwd_dkdv_hopper_kernel) remains
 for FLAMIA_DQ=fused (it adds dQ in key-tile order, slower: same file, runs 2-3) and the pipeline
 sweeps (FLAMIA_GLUON_DKDV).
 
