@@ -18,7 +18,8 @@
 #          kernel's lse2/delta by TMA (FLAMIA_GLUON_DKDV_LSE=tma): GPU tests first (a hang ends
 #          at the step's timeout), then triton split / fused vs Gluon FP8 dK/dV with 2 and 3 ring
 #          slots and the in-flight schedule, and the BF16 kernel with and without TMA (~8 min)
-#   bench8: quick benchmark, mxfp8 with and without the Gluon FP8 dK/dV kernel (~4 min)
+#   bench8: quick benchmark in one process, bf16 with and without FLAMIA_GLUON_DKDV_LSE=tma, mxfp8
+#           with and without the Gluon FP8 dK/dV kernel (~5 min)
 #   host: host time per layer of a BF16 call (bench/host_layers.py), with cProfile
 #   dqws: the warp-specialized Gluon dQ kernel (FLAMIA_GLUON_DQ=ws): variants, GPU tests, benchmark
 #   ws: the warp-specialized Gluon forward (FLAMIA_GLUON_FWD=...,ws): forward variants, Hopper GPU tests
@@ -177,12 +178,12 @@ dkdv8)  # the Gluon FP8 dK/dV kernel and the BF16 dK/dV kernel's lse2/delta by T
     --configs 2,0,ws 2,0,ws,tma 3,0,ws,tma > $OUT/dkdv_lse_variants.txt 2>&1
   grep -vE "Warn|warn" $OUT/dkdv_lse_variants.txt | tail -14
   ;;
-bench8)  # quick benchmark: mxfp8 with the triton and the Gluon FP8 dK/dV kernels, bf16 with
-         # FLAMIA_GLUON_DKDV_LSE=${LSE:-load} (set LSE=tma once phase dkdv8 has shown it right)
-  FLAMIA_GLUON_DKDV_LSE=${LSE:-load} FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-240} \
-    python -m bench.attention --quick --profile --dists lognormal_1k one_doc u32_1024 \
-    --providers flamia-bf16 flamia-mxfp8 "flamia-mxfp8 (Gluon dK/dV)" cudnn-thd cudnn-dense \
-    --out $OUT > $OUT/bench.log 2>&1
+bench8)  # quick benchmark, one process: bf16 with and without its dK/dV kernel's lse2/delta by
+         # TMA, mxfp8 with the triton and the Gluon FP8 dK/dV kernels, the cuDNN baselines
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-280} python -m bench.attention --quick \
+    --profile --dists lognormal_1k one_doc u32_1024 --providers flamia-bf16 \
+    "flamia-bf16 (dK/dV lse by TMA)" flamia-mxfp8 "flamia-mxfp8 (Gluon dK/dV)" cudnn-thd \
+    cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|quant)|^###|Error" $OUT/bench.log | tail -40
   ;;
 host)  # host time per layer of a BF16 call (bench/host_layers.py) and its cProfile, ~1 min
