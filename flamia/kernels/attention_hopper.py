@@ -1834,13 +1834,18 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
-GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float8_e4m3fn: gl.float8e4nv}
+GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float8_e4m3fn: gl.float8e4nv,
+             torch.float32: gl.float32}
 
 
 @functools.lru_cache(maxsize=None)
-def _tile_layout(rows: int, cols: int, dtype: torch.dtype = torch.bfloat16):
-    # Cached: building it costs ~15 us of host time per descriptor (cProfile on the H200).
-    return gl.NVMMASharedLayout.get_default_for([rows, cols], GL_DTYPES[dtype])
+def _tile_layout(*shape_and_dtype):
+    """The shared layout of a TMA block: _tile_layout(rows, cols[, dtype]) or
+    _tile_layout(1, rows, cols, dtype) for a 3D block; dtype defaults to bfloat16. Cached:
+    building it costs ~15 us of host time per descriptor (cProfile on the H200)."""
+    *shape, dtype = shape_and_dtype if isinstance(shape_and_dtype[-1], torch.dtype) else (
+        *shape_and_dtype, torch.bfloat16)
+    return gl.NVMMASharedLayout.get_default_for(list(shape), GL_DTYPES[dtype])
 
 
 def _rows_view(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
@@ -1864,7 +1869,7 @@ def _vector_view(t: torch.Tensor, block: int) -> TensorDescriptor:
     a multiple of 4), block [1, block]: a tile past the last token reads zeros."""
     h, total = t.shape
     return TensorDescriptor(t, [h, total], [t.stride(0), 1], [1, block],
-                            gl.NVMMASharedLayout.get_default_for([1, block], gl.float32))
+                            _tile_layout(1, block, torch.float32))
 
 
 def _query_rows_view(qrow: torch.Tensor, block_m: int) -> TensorDescriptor:
@@ -1873,8 +1878,7 @@ def _query_rows_view(qrow: torch.Tensor, block_m: int) -> TensorDescriptor:
     do."""
     h, total, fields = qrow.shape
     return TensorDescriptor(qrow, [h, total, fields], [total * fields, fields, 1],
-                            [1, block_m, fields],
-                            gl.NVMMASharedLayout.get_default_for([1, block_m, fields], gl.float32))
+                            [1, block_m, fields], _tile_layout(1, block_m, fields, torch.float32))
 
 
 def supports(fp8: tuple[str, ...] = (), **tensors: torch.Tensor) -> str | None:
