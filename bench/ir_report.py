@@ -80,6 +80,31 @@ def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16,
                           options={"num_warps": warps, "num_stages": stages, "maxnreg": maxnreg})
 
 
+def compile_prologue(fp8: bool, head_dim: int = 128, arch: int = 90):
+    """The backward's first kernel: the delta kernel (BF16; FP8 with dO quantized by the
+    caller) or, fp8, the kernel that quantizes dO and computes delta in one pass
+    (_attn_bwd_prep8_kernel), with the launchers' hints (pointers and strides divisible by 16)."""
+    fn = K._attn_bwd_prep8_kernel if fp8 else K._attn_bwd_delta_kernel
+    consts = {"HEAD_DIM": head_dim, "BLOCK_T": 64}
+    if not fp8:
+        consts["IS_FP8"] = False
+    sig, attrs = {}, {}
+    for i, arg in enumerate(fn.arg_names):
+        if arg in consts:
+            sig[arg] = "constexpr"
+        elif arg.endswith("_ptr"):
+            sig[arg] = {"do_ptr": "*bf16", "o_ptr": "*bf16", "do8_ptr": "*fp8e4nv",
+                        "dot_ptr": "*fp8e4nv"}.get(arg, "*fp32")
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        else:
+            sig[arg] = "i32"
+            if arg.startswith("stride_"):
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                          options={"num_warps": 4, "num_stages": 2})
+
+
 def summarize(compiled) -> dict:
     ir = compiled.asm["ttgir"]
     sync = re.findall(r"%(\w+?)_?\d* = tt.load [^\n]*tensor<(?:64|128)x(?:64|128)x", ir)
@@ -99,7 +124,16 @@ def main(argv=None):
     ap.add_argument("--arch", type=int, default=90, help="90 (H100/H200) or 100 (B200)")
     ap.add_argument("--mma", choices=("fast", "precise", "mx"), default="fast",
                     help="FP8 MMA mode of the mxfp8 variant (see FLAMIA_FP8_MMA)")
+    ap.add_argument("--prologue", action="store_true",
+                    help="instead: compile the backward's first kernel (delta; FP8: dO quantizer "
+                         "with delta) and report its shared memory")
     args = ap.parse_args(argv)
+    if args.prologue:
+        for fp8 in (False, True):
+            c = compile_prologue(fp8, arch=args.arch)
+            print(f"prologue {'mxfp8' if fp8 else 'bf16 '}: {c.name}, shared "
+                  f"{c.metadata.shared} B")
+        return
     mma = ("fast", "precise", "mx").index(args.mma)
     warps = args.warps or "8 (bf16) / 4 (fp8)"
     print(f"triton {triton.__version__}, sm_{args.arch}, D=128, {warps} warps, "

@@ -193,3 +193,12 @@ def test_gluon_launchers_compile_what_they_launch():
     for line in launches:
         if line.startswith("launch dkdv8") and line.split(":")[0].endswith("default"):
             assert "spills 0 B stored / 0 B loaded" in line, out
+
+
+def test_backward_prologue_compiles_for_sm90():
+    """The backward's first kernel for sm_90: the delta kernel, and the FP8 one that quantizes dO
+    (with the transposed store's GPU-only read-back, which the interpreter never runs) and
+    computes delta in the same pass."""
+    out = _bench("bench.ir_report", "--prologue").stdout
+    assert "prologue bf16 : _attn_bwd_delta_kernel" in out, out
+    assert "prologue mxfp8: _attn_bwd_prep8_kernel" in out, out

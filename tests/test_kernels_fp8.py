@@ -288,3 +288,37 @@ def test_mx_block_scaled_mma_path(recipe, monkeypatch):
     for r in res.values():
         assert r.n_compared > 0 and r.max_abs_delta == 0.0, str(r)
 
+
+
+@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4_fp8"])
+def test_backward_prep_kernel_is_quantizer_and_delta(recipe, poisoned):
+    """The FP8 backward quantizes dO itself, in one kernel with delta and the per-query rows
+    (attention._attn_bwd_prep8_kernel), when the caller passes bf16 dO only: the same dQ, dK, dV
+    as with dO quantized by quantize_mx_token and delta from the delta kernel (CPU: the same
+    bits, the same operations in the same order; GPU: delta's row sums may be reduced in
+    another order, so a tolerance far below the recipe's own error). Every output written."""
+    from flamia.kernels.quantize import quantize_qkv, token_major_copies
+
+    lengths, hq, hkv, d = CASES[DEVICE][0]
+    total = sum(lengths)
+    cu = _cu(lengths, DEVICE)
+    q, k, v, do = rand_qkvdo(total, hq, hkv, d, seed=22, device=DEVICE)
+    plan = flamia.ops.batch_plan(cu, total, d, fp8=True)
+    q8, sq, k8, v8, vt8, skv = quantize_qkv(q, k, v, qk_nvfp4=recipe == "nvfp4_fp8")
+    fp8 = {"sq": sq, "skv": skv, "vt": vt8, "qk_bf16": recipe == "nvfp4_fp8"}
+    o, lse = K.attention_fwd(q8, k8, None, plan.seg_start, plan.order_fwd, d ** -0.5, fp8=fp8)
+    qt8, kt8 = token_major_copies(q8, k8)
+    fp8 = {"qt": qt8, "kt": kt8, "sq": sq, "skv": skv, "qk_bf16": recipe == "nvfp4_fp8"}
+    do8, dot8, sdo = quantize_mx_token(do)
+    backward = lambda extra: K.attention_bwd(do, q8, k8, v8, o, lse, plan.seg_start,
+                                             plan.seg_end, plan.order_dkdv, plan.order_dq,
+                                             d ** -0.5, fp8={**fp8, **extra})
+    separate = backward({"do8": do8, "dot": dot8, "sdo": sdo})
+    fused = backward({})
+    for name, a, b in zip("dQ dK dV".split(), fused, separate):
+        assert torch.isfinite(a).all(), f"{name}: non-finite (unwritten?) elements"
+        if DEVICE == "cpu":
+            assert torch.equal(a, b), name
+        else:
+            rel = ((a.float() - b.float()).norm() / b.float().norm()).item()
+            assert rel < 1e-3, f"{name}: {rel:.2e}"

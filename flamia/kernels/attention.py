@@ -63,7 +63,8 @@ import triton
 import triton.language as tl
 
 from . import cuda_major
-from .quantize import e8m0_exponent, pow2, round_e4m3
+from . import quantize
+from .quantize import _quantize_tile, e8m0_exponent, pow2, round_e4m3
 
 LOG2E = 1.4426950408889634
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -502,25 +503,20 @@ def _attn_fwd_kernel(
 
 
 @triton.jit
-def _attn_bwd_delta_kernel(o_ptr, do_ptr, sdo_ptr, lse_ptr, sq_ptr, delta_ptr, qrow_ptr,
-                           stride_ot, stride_oh, stride_dot, stride_doh, stride_lh, stride_rh,
-                           total, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr,
-                           IS_FP8: tl.constexpr):
-    """delta = rowsum(dO * O) with the dO that dP is computed from: bf16 dO, or for the FP8
-    recipes the E4M3 dO times its per-token power-of-two scale (exactly the dequantized dO').
-    FP8: also the per-query rows (lse2, delta, sQ, sdO) that the dK/dV kernels read (QROW)."""
-    head = tl.program_id(1)
-    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+def _delta_rows(o_ptr, do, sdo, lse_ptr, sq_ptr, delta_ptr, qrow_ptr, head, offs_t, stride_ot,
+                stride_oh, stride_lh, stride_rh, total, HEAD_DIM: tl.constexpr,
+                IS_FP8: tl.constexpr):
+    """delta = rowsum(dO * O) of a [BLOCK_T, D] tile of one head, with the dO that dP is
+    computed from: bf16 dO, or for the FP8 recipes the E4M3 dO times its per-token power-of-two
+    scale sdo (exactly the dequantized dO'). FP8: also the per-query rows (lse2, delta, sQ, sdO)
+    that the dK/dV kernels read (QROW)."""
     offs_d = tl.arange(0, HEAD_DIM)
     ok = offs_t < total
     rows = offs_t.to(tl.int64)[:, None]
     o = tl.load(o_ptr + rows * stride_ot + head * stride_oh + offs_d[None, :], mask=ok[:, None],
                 other=0.0)
-    do = tl.load(do_ptr + rows * stride_dot + head * stride_doh + offs_d[None, :],
-                 mask=ok[:, None], other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
     if IS_FP8:
-        sdo = tl.load(sdo_ptr + head * stride_lh + offs_t, mask=ok, other=1.0)
         delta = delta * sdo
     tl.store(delta_ptr + head * stride_lh + offs_t, delta, mask=ok)
     if IS_FP8:
@@ -529,6 +525,44 @@ def _attn_bwd_delta_kernel(o_ptr, do_ptr, sdo_ptr, lse_ptr, sq_ptr, delta_ptr, q
         tl.store(row + 1, delta, mask=ok)
         tl.store(row + 2, tl.load(sq_ptr + head * stride_lh + offs_t, mask=ok), mask=ok)
         tl.store(row + 3, sdo, mask=ok)
+
+
+@triton.jit
+def _attn_bwd_delta_kernel(o_ptr, do_ptr, sdo_ptr, lse_ptr, sq_ptr, delta_ptr, qrow_ptr,
+                           stride_ot, stride_oh, stride_dot, stride_doh, stride_lh, stride_rh,
+                           total, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr,
+                           IS_FP8: tl.constexpr):
+    """_delta_rows of tile (program 0) and head (program 1), from dO (bf16, or FP8: E4M3 with
+    its scales sdo) in memory."""
+    head = tl.program_id(1)
+    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    ok = offs_t < total
+    do = tl.load(do_ptr + offs_t.to(tl.int64)[:, None] * stride_dot + head * stride_doh
+                 + tl.arange(0, HEAD_DIM)[None, :], mask=ok[:, None], other=0.0)
+    if IS_FP8:
+        sdo = tl.load(sdo_ptr + head * stride_lh + offs_t, mask=ok, other=1.0)
+    else:
+        sdo = None
+    _delta_rows(o_ptr, do, sdo, lse_ptr, sq_ptr, delta_ptr, qrow_ptr, head, offs_t, stride_ot,
+                stride_oh, stride_lh, stride_rh, total, HEAD_DIM, IS_FP8)
+
+
+@triton.jit
+def _attn_bwd_prep8_kernel(do_ptr, o_ptr, do8_ptr, sdo_ptr, dot_ptr, lse_ptr, sq_ptr, delta_ptr,
+                           qrow_ptr, stride_dot, stride_doh, stride_ot, stride_oh, stride_d8t,
+                           stride_d8h, stride_lh, stride_rh, stride_th, stride_td, total,
+                           HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
+    """The FP8 backward's first kernel, one pass over dO: dO quantized per (token, head) with its
+    token-major copy (quantize._quantize_tile: the bytes of quantize_mx_token), then from those
+    values delta and the per-query rows (_delta_rows) instead of a second kernel that reads the
+    E4M3 dO back. Grid (tiles over T_pad, Hq)."""
+    head = tl.program_id(1)
+    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    do8, sdo = _quantize_tile(do_ptr, do8_ptr, sdo_ptr, dot_ptr, head, stride_dot, stride_doh,
+                              stride_d8t, stride_d8h, stride_lh, 1, stride_th, stride_td, total,
+                              HEAD_DIM, BLOCK_T, False, True)
+    _delta_rows(o_ptr, do8, sdo, lse_ptr, sq_ptr, delta_ptr, qrow_ptr, head, offs_t, stride_ot,
+                stride_oh, stride_lh, stride_rh, total, HEAD_DIM, True)
 
 
 @triton.jit
@@ -973,12 +1007,15 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     """dq, dk, dv (bf16, shapes of q, k, v).
 
     ``do``, ``o``: bf16 [T, Hq, D] (delta = rowsum(dO * O) is computed from them; FP8: from the
-    quantized dO' = do8 * sdo, the dO that dP sees). BF16: q, k, v
-    bf16. FP8 (``fp8`` given): q, k, v are the E4M3 tensors and ``fp8`` = {"do8": E4M3 dO,
-    "qt", "kt", "dot": token-contiguous copies [H, D, T_pad] of Q, K, dO (zero-padded, see
-    quantize.token_major_copy); "sq", "sdo": scales [Hq, T]; "skv": K's and V's scales
-    [Hkv, T, KROW] (see attention_fwd)}. The FP8 dK/dV kernels read lse2, delta, sQ, sdO as rows of one [Hq, T, QROW]
-    array that the delta kernel writes.
+    quantized dO' = do8 * sdo, the dO that dP sees). BF16: q, k, v bf16. FP8 (``fp8`` given):
+    q, k, v are the E4M3 tensors and ``fp8`` = {"qt", "kt": token-contiguous copies
+    [H, D, T_pad] of Q, K (zero-padded, see quantize.token_major_copy); "sq": Q's scales
+    [Hq, T]; "skv": K's and V's scales [Hkv, T, KROW] (see attention_fwd); optionally "do8",
+    "dot", "sdo": dO quantized by the caller (E4M3, its token-contiguous copy, scales [Hq, T]);
+    without them dO is quantized here, in one kernel with delta (_attn_bwd_prep8_kernel) where
+    the quantizer writes the token-major copy itself (FLAMIA_FP8_TRANSPOSE=fused, the
+    default)}. The FP8 dK/dV kernels read lse2, delta, sQ, sdO as rows of one [Hq, T, QROW]
+    array that the delta (or prep) kernel writes.
     """
     do = do if do.stride(-1) == 1 else do.contiguous()
     _check_unit_d(q, k, v, o)
@@ -988,26 +1025,43 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     delta = empty((hq, total), dtype=torch.float32, device=q.device)
     is_fp8 = fp8 is not None
     qk_bf16 = is_fp8 and fp8.get("qk_bf16", False)  # nvfp4_fp8: Q, K data held in bf16
+    block_t = 32 if INTERPRET else 64
+    prep = False  # dO quantized together with delta (_attn_bwd_prep8_kernel)
     if is_fp8:
-        do_in = fp8["do8"]
-        qt, kt, dot = fp8["qt"], fp8["kt"], fp8["dot"]
-        sq, skv, sdo = fp8["sq"], _check_key_scales(fp8["skv"]), fp8["sdo"]
+        qt, kt = fp8["qt"], fp8["kt"]
+        sq, skv = fp8["sq"], _check_key_scales(fp8["skv"])
         qrow = empty((hq, total, QROW), dtype=torch.float32, device=q.device)
         tcopy = lambda t: (1, t.stride(0), t.stride(1))  # token, head, dim strides of [H, D, T_pad]
         s_strides = (sq.stride(0), skv.stride(0))
+        if "do8" in fp8:
+            do_in, dot, sdo = fp8["do8"], fp8["dot"], fp8["sdo"]
+        elif quantize.transpose_mode() == "fused":
+            do_in, dot, sdo = quantize.mx_token_buffers(do)
+            prep = True
+        else:
+            do_in, dot, sdo = quantize.quantize_mx_token(do)
     else:
         do_in = do
         qt = kt = dot = q  # unused (IS_FP8=False)
         sq = skv = sdo = qrow = delta
         tcopy = lambda t: (0, 0, 0)
         s_strides = (0, 0)
-    block_t = 32 if INTERPRET else 64
     assert sdo.stride(0) == sq.stride(0) == lse.stride(0) == delta.stride(0)
-    _attn_bwd_delta_kernel[(triton.cdiv(total, block_t), hq)](
-        o, do_in, sdo, lse, sq, delta, qrow, o.stride(0), o.stride(1), do_in.stride(0),
-        do_in.stride(1), delta.stride(0), qrow.stride(0), total, HEAD_DIM=d,
-        BLOCK_T=block_t, IS_FP8=is_fp8,
-    )
+    if prep:
+        assert do.dtype == torch.bfloat16 and o.stride(-1) == 1
+        block_t, tiles = quantize.quantizer_grid(total, True)
+        _attn_bwd_prep8_kernel[(tiles, hq)](
+            do, o, do_in, sdo, dot, lse, sq, delta, qrow, do.stride(0), do.stride(1),
+            o.stride(0), o.stride(1), do_in.stride(0), do_in.stride(1), delta.stride(0),
+            qrow.stride(0), dot.stride(0), dot.stride(1), total, HEAD_DIM=d, BLOCK_T=block_t,
+            num_warps=4,
+        )
+    else:
+        _attn_bwd_delta_kernel[(triton.cdiv(total, block_t), hq)](
+            o, do_in, sdo, lse, sq, delta, qrow, o.stride(0), o.stride(1), do_in.stride(0),
+            do_in.stride(1), delta.stride(0), qrow.stride(0), total, HEAD_DIM=d,
+            BLOCK_T=block_t, IS_FP8=is_fp8,
+        )
     grads = [empty(t.shape, dtype=torch.bfloat16, device=q.device) for t in (q, k, v)]
     dq, dk, dv = grads
     qk_scale = softmax_scale * LOG2E

@@ -112,7 +112,8 @@ def _quantize_tile(x_ptr, data_ptr, s_ptr, t_ptr, head, stride_xt, stride_xh, st
     Same operations in the same order as flamia.reference.quantize_operand. Scales go to
     s[head * stride_sh + token * stride_st]. TRANSPOSE (MX only; the grid then covers T_pad
     tokens): also store the tile token-major into t [H, D, T_pad] (zeros past T, where x was
-    loaded as 0), see the module docstring."""
+    loaded as 0), see the module docstring. Returns the tile's data and scales (the values
+    stored) for a caller that uses them further (kernels.attention's FP8 backward prologue)."""
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.arange(0, HEAD_DIM)
     ok = offs_t < total
@@ -146,6 +147,7 @@ def _quantize_tile(x_ptr, data_ptr, s_ptr, t_ptr, head, stride_xt, stride_xh, st
             tl.debug_barrier()
             back = tl.load(data_ptrs.to(tl.pointer_type(tl.uint8)), mask=ok[:, None], other=0)
             tl.store(t_ptrs.to(tl.pointer_type(tl.uint8)), tl.trans(back))
+    return data, scale
 
 
 @triton.jit
@@ -224,7 +226,7 @@ def _token_major_copy_kernel(x_ptr, y_ptr, xo_ptr, yo_ptr, stride_xt, stride_xh,
                                stride_yod, total, HEAD_DIM, BLOCK_T)
 
 
-def _transpose_mode() -> str:
+def transpose_mode() -> str:
     mode = os.environ.get("FLAMIA_FP8_TRANSPOSE", "fused")
     if mode not in TRANSPOSE_MODES:
         raise ValueError(f"FLAMIA_FP8_TRANSPOSE={mode!r}; accepted: {TRANSPOSE_MODES}")
@@ -252,7 +254,7 @@ def token_major_copies(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
                          f"and D; got {[(t.dtype, tuple(t.shape)) for t in tensors]}")
     total, _, d = tensors[0].shape
     padded = _padded(total)
-    if _transpose_mode() == "torch":
+    if transpose_mode() == "torch":
         outs = []
         for t in tensors:
             out = torch.empty((t.shape[1], d, padded), dtype=t.dtype, device=t.device)
@@ -274,7 +276,7 @@ def token_major_copies(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return tuple(o.view(t.dtype) for o, t in zip(outs, tensors))
 
 
-def _quantizer_grid(total: int, transposed: bool) -> tuple[int, int]:
+def quantizer_grid(total: int, transposed: bool) -> tuple[int, int]:
     """(BLOCK_T, tiles along T) of a quantizer launch; with the transposed store the tiles cover
     the padded length (BLOCK_T divides TOKEN_PAD)."""
     block_t = 32 if INTERPRET else 64
@@ -286,6 +288,16 @@ def _check_nvfp4_head_dim(d: int):
         raise ValueError(f"nvfp4 needs the head dim to be a multiple of 16, got {d}")
 
 
+def mx_token_buffers(x: torch.Tensor):
+    """Empty (data [T, H, D] E4M3, token-contiguous copy [H, D, T_pad], scales [H, T] float32)
+    for quantize_mx_token's outputs of x [T, H, D], for a kernel that quantizes x itself
+    (_quantize_tile with its transposed store)."""
+    total, h, d = x.shape
+    return (torch.empty((total, h, d), dtype=FP8_STORAGE, device=x.device),
+            torch.empty((h, d, _padded(total)), dtype=FP8_STORAGE, device=x.device),
+            torch.empty((h, total), dtype=torch.float32, device=x.device))
+
+
 def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
     """Launch the per-(token, head) quantizer; (data, token-contiguous copy, scale [H, T])."""
     storage = torch.bfloat16 if nvfp4 else FP8_STORAGE
@@ -293,8 +305,8 @@ def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
     total, h, d = x.shape
     data = torch.empty((total, h, d), dtype=storage, device=x.device)
     scale = torch.empty((h, total), dtype=torch.float32, device=x.device)
-    fused = transposed and not nvfp4 and _transpose_mode() == "fused"
-    block_t, tiles = _quantizer_grid(total, fused)
+    fused = transposed and not nvfp4 and transpose_mode() == "fused"
+    block_t, tiles = quantizer_grid(total, fused)
     # With fused, the quantizer writes the token-major copy too; otherwise an unused pointer.
     data_t = torch.empty((h, d, _padded(total)), dtype=storage, device=x.device) if fused else data
     _quantize_per_token_kernel[(tiles, h)](
@@ -325,8 +337,8 @@ def quantize_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qk_nvfp4: bo
     v8 = torch.empty((total, hkv, d), dtype=FP8_STORAGE, device=dev)
     sq = torch.empty((hq, total), dtype=torch.float32, device=dev)
     skv = torch.empty((hkv, total, 2), dtype=torch.float32, device=dev)
-    fused = _transpose_mode() == "fused"
-    block_t, tiles = _quantizer_grid(total, fused)
+    fused = transpose_mode() == "fused"
+    block_t, tiles = quantizer_grid(total, fused)
     vt8 = torch.empty((hkv, d, _padded(total)), dtype=FP8_STORAGE, device=dev) if fused else v8
     _quantize_qkv_kernel[(tiles, hq + 2 * hkv)](
         q, k, v, q8, k8, v8, sq, skv, vt8, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
