@@ -61,13 +61,21 @@ def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16,
         consts.update({s: 1 for s in unit_strides})
     elif name == "fwd":
         consts["stride_vd"] = 1  # the bf16 launcher passes V's unit D stride as the literal 1
+    ptr_type = lambda arg: ("*fp8e4nv" if fp8 else "*bf16") if arg in DATA_PTRS else (
+        "*bf16" if arg in OUT_PTRS else "*i32" if arg in INT_PTRS else "*fp32")
+    return _compile(fn, consts, ptr_type, arch, {"num_warps": warps, "num_stages": stages,
+                                                 "maxnreg": maxnreg})
+
+
+def _compile(fn, consts, ptr_type, arch, options):
+    """fn compiled with the launchers' hints: constexprs, pointers (ptr_type(name)) and strides
+    divisible by 16, the softmax scales fp32, other arguments i32."""
     sig, attrs = {}, {}
     for i, arg in enumerate(fn.arg_names):
         if arg in consts:
             sig[arg] = "constexpr"
         elif arg.endswith("_ptr"):
-            sig[arg] = ("*fp8e4nv" if fp8 else "*bf16") if arg in DATA_PTRS else (
-                "*bf16" if arg in OUT_PTRS else "*i32" if arg in INT_PTRS else "*fp32")
+            sig[arg] = ptr_type(arg)
             attrs[(i,)] = [["tt.divisibility", 16]]
         elif arg in ("qk_scale", "sm_scale"):
             sig[arg] = "fp32"
@@ -76,8 +84,7 @@ def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16,
             if arg.startswith("stride_"):
                 attrs[(i,)] = [["tt.divisibility", 16]]
     src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                          options={"num_warps": warps, "num_stages": stages, "maxnreg": maxnreg})
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
 
 
 def compile_prologue(fp8: bool, head_dim: int = 128, arch: int = 90):
@@ -88,21 +95,10 @@ def compile_prologue(fp8: bool, head_dim: int = 128, arch: int = 90):
     consts = {"HEAD_DIM": head_dim, "BLOCK_T": 64}
     if not fp8:
         consts["IS_FP8"] = False
-    sig, attrs = {}, {}
-    for i, arg in enumerate(fn.arg_names):
-        if arg in consts:
-            sig[arg] = "constexpr"
-        elif arg.endswith("_ptr"):
-            sig[arg] = {"do_ptr": "*bf16", "o_ptr": "*bf16", "do8_ptr": "*fp8e4nv",
-                        "dot_ptr": "*fp8e4nv"}.get(arg, "*fp32")
-            attrs[(i,)] = [["tt.divisibility", 16]]
-        else:
-            sig[arg] = "i32"
-            if arg.startswith("stride_"):
-                attrs[(i,)] = [["tt.divisibility", 16]]
-    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                          options={"num_warps": 4, "num_stages": 2})
+    ptr_types = {"do_ptr": "*bf16", "o_ptr": "*bf16", "do8_ptr": "*fp8e4nv",
+                 "dot_ptr": "*fp8e4nv"}
+    return _compile(fn, consts, lambda arg: ptr_types.get(arg, "*fp32"), arch,
+                    {"num_warps": 4, "num_stages": 2})
 
 
 def summarize(compiled) -> dict:
