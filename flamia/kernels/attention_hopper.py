@@ -43,9 +43,9 @@ kernel. FLAMIA_GLUON_DKDV_LSE=tma (dkdv_lse_mode; written 2026-12-05 without a G
 run): its producer also brings each query tile's lse2 and delta by TMA, instead of the
 consumers' global loads at the top of every step (compiled as launched, triton 3.6,
 bench/gluon_report.py --launchers: unmasked step 319 + 321 SASS instructions instead of
-358 + 364 with GQA 8/2, and no spills where the default spills 192-236 B per thread with GQA). The plain kernel (_attn_bwd_dkdv_hopper_kernel) remains
-for FLAMIA_DQ=fused (it adds dQ in key-tile order, slower: same file, runs 2-3) and the pipeline
-sweeps (FLAMIA_GLUON_DKDV).
+358 + 364 with GQA 8/2, and no spills where the default spills 192-236 B per thread with GQA).
+The plain kernel (_attn_bwd_dkdv_hopper_kernel) remains for FLAMIA_DQ=fused (it adds dQ in
+key-tile order, slower: same file, runs 2-3) and the pipeline sweeps (FLAMIA_GLUON_DKDV).
 
 The FP8 forward (_attn_fwd8_hopper_ws_kernel, mxfp8 and nvfp4_fp8) is the triton FP8 forward's
 function in the warp-specialized structure: 128 queries (two consumer warpgroups) x 64 keys (the
@@ -1003,15 +1003,22 @@ def dkdv_lse_mode() -> str:
 
 
 @gluon.jit
+def _pair_coords(j, nq, lo, head0, BLOCK_M: gl.constexpr):
+    """(query head, first token) of the j-th (query head, query tile) pair a dK/dV program
+    visits: heads from head0 outer, tiles lo .. lo + nq - 1 inner."""
+    g = j // nq
+    return head0 + g, (lo + j - g * nq) * BLOCK_M
+
+
+@gluon.jit
 def _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, j, count, nq, lo, head0,
                       HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
-    """TMA loads of Q and dO for the j-th (query head, query tile) pair the program visits (heads
-    outer, tiles lo .. lo + nq - 1 inner) into ring slot j % STAGES; none from j = count on."""
+    """TMA loads of Q and dO for the j-th pair the program visits (_pair_coords) into ring slot
+    j % STAGES; none from j = count on."""
     slot = j % STAGES
     pred = j < count
-    g = j // nq
-    row = (lo + j - g * nq) * BLOCK_M
-    col = (head0 + g) * HEAD_DIM
+    head, row = _pair_coords(j, nq, lo, head0, BLOCK_M)
+    col = head * HEAD_DIM
     mbarrier.expect(q_bars.index(slot), q_desc.block_type.nbytes, pred=pred)
     tma_load(q_desc, [row, col], q_bars.index(slot), q_smem.index(slot), pred=pred)
     mbarrier.expect(do_bars.index(slot), do_desc.block_type.nbytes, pred=pred)
@@ -1206,24 +1213,21 @@ def _dkdv_rows(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars
                 dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
                 r_bars, q_desc, do_desc, lse_src, delta_src, dqa_ptr, sem_ptr, seg_start_ptr,
                 s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
-                n_qtiles,
-                stride_lh, total, qdo_empty, True, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
+                n_qtiles, stride_lh, total, qdo_empty, True, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
                 DEFER, FUSE_DQ, ORDERED, WS, LSE_TMA, s_layout, op_layout, dq_layout)
         for m in range(full_lo, full_hi):
             dk, dv, pt_op, dst = _dkdv_step(
                 dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
                 r_bars, q_desc, do_desc, lse_src, delta_src, dqa_ptr, sem_ptr, seg_start_ptr,
                 s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
-                n_qtiles,
-                stride_lh, total, qdo_empty, False, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
+                n_qtiles, stride_lh, total, qdo_empty, False, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
                 DEFER, FUSE_DQ, ORDERED, WS, LSE_TMA, s_layout, op_layout, dq_layout)
         for m in range(full_hi, hi):
             dk, dv, pt_op, dst = _dkdv_step(
                 dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
                 r_bars, q_desc, do_desc, lse_src, delta_src, dqa_ptr, sem_ptr, seg_start_ptr,
                 s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
-                n_qtiles,
-                stride_lh, total, qdo_empty, True, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
+                n_qtiles, stride_lh, total, qdo_empty, True, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
                 DEFER, FUSE_DQ, ORDERED, WS, LSE_TMA, s_layout, op_layout, dq_layout)
     if DEFER:
         dk, dv, pt_op, dst = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv, pt_op, dst))
@@ -1316,11 +1320,10 @@ def _dkdv_ws_producer(k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, k_s
                           head0, HEAD_DIM, BLOCK_M, STAGES)
         if LSE_TMA:
             slot = j % STAGES
-            g = j // nq
-            at = [head0 + g, (lo + j - g * nq) * BLOCK_M]
+            head, row = _pair_coords(j, nq, lo, head0, BLOCK_M)
             mbarrier.expect(r_bars.index(slot), 2 * lse_desc.block_type.nbytes)
-            tma_load(lse_desc, at, r_bars.index(slot), lse_smem.index(slot))
-            tma_load(delta_desc, at, r_bars.index(slot), delta_smem.index(slot))
+            tma_load(lse_desc, [head, row], r_bars.index(slot), lse_smem.index(slot))
+            tma_load(delta_desc, [head, row], r_bars.index(slot), delta_smem.index(slot))
 
 
 @gluon.jit
@@ -1751,9 +1754,8 @@ def _dkdv8_producer(k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc, qrow_des
     for j in range(count):
         slot = j % STAGES
         mbarrier.wait(qdo_empty.index(slot), ((j // STAGES) & 1) ^ 1)
-        g = j // nq
-        row = (lo + j - g * nq) * BLOCK_M
-        col = (head0 + g) * HEAD_DIM
+        head, row = _pair_coords(j, nq, lo, head0, BLOCK_M)
+        col = head * HEAD_DIM
         mbarrier.expect(q_bars.index(slot), q_desc.block_type.nbytes + dot_desc.block_type.nbytes)
         tma_load(q_desc, [row, col], q_bars.index(slot), q_smem.index(slot))
         tma_load(dot_desc, [col, row], q_bars.index(slot), dot_smem.index(slot))
@@ -1761,7 +1763,7 @@ def _dkdv8_producer(k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc, qrow_des
         tma_load(do_desc, [row, col], do_bars.index(slot), do_smem.index(slot))
         tma_load(qt_desc, [col, row], do_bars.index(slot), qt_smem.index(slot))
         mbarrier.expect(r_bars.index(slot), qrow_desc.block_type.nbytes)
-        tma_load(qrow_desc, [head0 + g, row, 0], r_bars.index(slot), qrow_smem.index(slot))
+        tma_load(qrow_desc, [head, row, 0], r_bars.index(slot), qrow_smem.index(slot))
 
 
 @gluon.jit
