@@ -1025,7 +1025,6 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     delta = empty((hq, total), dtype=torch.float32, device=q.device)
     is_fp8 = fp8 is not None
     qk_bf16 = is_fp8 and fp8.get("qk_bf16", False)  # nvfp4_fp8: Q, K data held in bf16
-    block_t = 32 if INTERPRET else 64
     prep = False  # dO quantized together with delta (_attn_bwd_prep8_kernel)
     if is_fp8:
         qt, kt = fp8["qt"], fp8["kt"]
@@ -1047,9 +1046,10 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         tcopy = lambda t: (0, 0, 0)
         s_strides = (0, 0)
     assert sdo.stride(0) == sq.stride(0) == lse.stride(0) == delta.stride(0)
+    # The quantizer's tiles; with its transposed store (prep) they cover T_pad.
+    block_t, tiles = quantize.quantizer_grid(total, prep)
     if prep:
         assert do.dtype == torch.bfloat16 and o.stride(-1) == 1
-        block_t, tiles = quantize.quantizer_grid(total, True)
         _attn_bwd_prep8_kernel[(tiles, hq)](
             do, o, do_in, sdo, dot, lse, sq, delta, qrow, do.stride(0), do.stride(1),
             o.stride(0), o.stride(1), do_in.stride(0), do_in.stride(1), delta.stride(0),
@@ -1057,7 +1057,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             num_warps=4,
         )
     else:
-        _attn_bwd_delta_kernel[(triton.cdiv(total, block_t), hq)](
+        _attn_bwd_delta_kernel[(tiles, hq)](
             o, do_in, sdo, lse, sq, delta, qrow, o.stride(0), o.stride(1), do_in.stride(0),
             do_in.stride(1), delta.stride(0), qrow.stride(0), total, HEAD_DIM=d,
             BLOCK_T=block_t, IS_FP8=is_fp8,

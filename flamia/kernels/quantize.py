@@ -288,14 +288,20 @@ def _check_nvfp4_head_dim(d: int):
         raise ValueError(f"nvfp4 needs the head dim to be a multiple of 16, got {d}")
 
 
-def mx_token_buffers(x: torch.Tensor):
-    """Empty (data [T, H, D] E4M3, token-contiguous copy [H, D, T_pad], scales [H, T] float32)
-    for quantize_mx_token's outputs of x [T, H, D], for a kernel that quantizes x itself
-    (_quantize_tile with its transposed store)."""
+def _token_buffers(x: torch.Tensor, storage: torch.dtype, transposed: bool):
+    """Empty (data [T, H, D], token-contiguous copy [H, D, T_pad] or None, scales [H, T] float32)
+    for a per-(token, head) quantizer's outputs of x [T, H, D]."""
     total, h, d = x.shape
-    return (torch.empty((total, h, d), dtype=FP8_STORAGE, device=x.device),
-            torch.empty((h, d, _padded(total)), dtype=FP8_STORAGE, device=x.device),
+    return (torch.empty((total, h, d), dtype=storage, device=x.device),
+            torch.empty((h, d, _padded(total)), dtype=storage, device=x.device)
+            if transposed else None,
             torch.empty((h, total), dtype=torch.float32, device=x.device))
+
+
+def mx_token_buffers(x: torch.Tensor):
+    """quantize_mx_token's outputs of x, empty, for a kernel that quantizes x itself
+    (_quantize_tile with its transposed store)."""
+    return _token_buffers(x, FP8_STORAGE, True)
 
 
 def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
@@ -303,12 +309,11 @@ def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
     storage = torch.bfloat16 if nvfp4 else FP8_STORAGE
     assert x.stride(-1) == 1
     total, h, d = x.shape
-    data = torch.empty((total, h, d), dtype=storage, device=x.device)
-    scale = torch.empty((h, total), dtype=torch.float32, device=x.device)
     fused = transposed and not nvfp4 and transpose_mode() == "fused"
+    data, data_t, scale = _token_buffers(x, storage, fused)
     block_t, tiles = quantizer_grid(total, fused)
     # With fused, the quantizer writes the token-major copy too; otherwise an unused pointer.
-    data_t = torch.empty((h, d, _padded(total)), dtype=storage, device=x.device) if fused else data
+    data_t = data_t if fused else data
     _quantize_per_token_kernel[(tiles, h)](
         x, data, scale, data_t, x.stride(0), x.stride(1), data.stride(0), data.stride(1),
         scale.stride(0), data_t.stride(0), data_t.stride(1), total,
