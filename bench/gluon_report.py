@@ -65,20 +65,14 @@ def compile_dkdv(pipeline: str | None = None, d: int = 128, hq: int = 16, hkv: i
         stages, defer, _, ws = H.dkdv_pipeline()
     if ws:  # 64-key K/V/dK/dV blocks, num_warps = 4 (the default partition)
         m, n, _ = H.DKDV_CONFIG[:3]
-        q = torch.empty(4096, hq, d, dtype=torch.bfloat16)
-        k = torch.empty(4096, hkv, d, dtype=torch.bfloat16)
-        descs = {f"{x}_desc": H._rows_view(q, m) for x in ("q", "do")}
-        descs.update({f"{x}_desc": H._rows_view(k, n // 2) for x in ("k", "v", "dk", "dv")})
-        vectors = {}
-        if lse_tma:  # FLAMIA_GLUON_DKDV_LSE=tma
-            descs.update({f"{x}_desc": H._vector_view(torch.empty(hq, 4096), m)
-                          for x in ("lse", "delta")})
-        else:
-            vectors = {"lse_desc": None, "delta_desc": None}
-        return _compile(H._attn_bwd_dkdv_hopper_ws_kernel, (), (), (m, n // 2, 4, stages), d,
-                        hq, hkv, drop=("BLOCK_N", ), descs=descs, LSE_TMA=lse_tma,
+        # lse2 and delta by TMA (FLAMIA_GLUON_DKDV_LSE=tma), else no descriptors (constexpr None)
+        lse = {f"{x}_desc": H._vector_view(torch.empty(hq, 4096), m) if lse_tma else None
+               for x in ("lse", "delta")}
+        return _compile(H._attn_bwd_dkdv_hopper_ws_kernel, ("q", "do"), ("k", "v", "dk", "dv"),
+                        (m, n // 2, 4, stages), d, hq, hkv, drop=("BLOCK_N", ),
+                        descs=lse if lse_tma else None, LSE_TMA=lse_tma,
                         CONSUMER_REGS=H.DKDV_WS_CONSUMER_REGS,
-                        PRODUCER_REGS=H.DKDV_WS_PRODUCER_REGS, **vectors)
+                        PRODUCER_REGS=H.DKDV_WS_PRODUCER_REGS, **({} if lse_tma else lse))
     return _compile(H._attn_bwd_dkdv_hopper_kernel, ("q", "do"), ("k", "v", "dk", "dv"),
                     H.DKDV_CONFIG[:3] + (stages, ), d, hq, hkv, DEFER=defer,
                     FUSE_DQ=fuse_dq > 0, ORDERED=fuse_dq == 1)
@@ -126,15 +120,14 @@ def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.floa
 def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), descs=None, aligned=(),
              ptrs=None, **extra_consts):
     """Descriptors of CPU tensors stand in for the GPU's: only their dtype, block shape and
-    layout enter the signature. ``descs``: descriptors by argument name, instead of bf16 ones
-    for query_descs and key_descs; ``aligned``: integer arguments known to be multiples of 16;
+    layout enter the signature: bf16 ones for query_descs and key_descs, and ``descs`` by
+    argument name for the others; ``aligned``: integer arguments known to be multiples of 16;
     ``ptrs``: pointer types by argument name (default *i32 for the plan's arrays, else *fp32)."""
     m, n, w, st = config
-    if descs is None:
-        q = torch.empty(4096, hq, d, dtype=torch.bfloat16)
-        k = torch.empty(4096, hkv, d, dtype=torch.bfloat16)
-        descs = {f"{x}_desc": H._rows_view(q, m) for x in query_descs}
-        descs.update({f"{x}_desc": H._rows_view(k, n) for x in key_descs})
+    q = torch.empty(4096, hq, d, dtype=torch.bfloat16)
+    k = torch.empty(4096, hkv, d, dtype=torch.bfloat16)
+    descs = {**{f"{x}_desc": H._rows_view(q, m) for x in query_descs},
+             **{f"{x}_desc": H._rows_view(k, n) for x in key_descs}, **(descs or {})}
     consts = dict(H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=m, BLOCK_N=n, STAGES=st, num_warps=w,
                   **extra_consts)
     for name in drop:  # constexprs this kernel does not take
