@@ -10,9 +10,10 @@ workloads, in one process on the GPU:
 --kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S[,ws|,pingpong]. --kernel
 dkdv: the dK/dV kernel, configs FLAMIA_GLUON_DKDV=S,D (the plain kernel), or S,D,ws (the
 warp-specialized one; S,D,ws,tma: with FLAMIA_GLUON_DKDV_LSE=tma), or S,D,fused
-(FLAMIA_DQ=fused: dQ added by the dK/dV kernel in key-tile order) or S,D,unordered (the same in any order), or triton,fused (the triton dK/dV kernel with
-FLAMIA_DQ=fused); timed as the whole backward call (the dQ kernel, where there
-is one, is the triton one in every variant); "kernel ms" counts the dK/dV kernel only. The first
+(FLAMIA_DQ=fused: dQ added by the dK/dV kernel in key-tile order) or S,D,unordered (the same in
+any order), or triton,fused (the triton dK/dV kernel with FLAMIA_DQ=fused); timed as the whole
+backward call (the dQ kernel, where there is one, is the triton one in every variant); "kernel
+ms" counts the dK/dV kernel only. The first
 row of each workload (the triton dK/dV kernel and dQ kernel) is the reference of the diffs.
 --kernel dq: the dQ kernel, configs FLAMIA_GLUON_DQ=plain|ws, timed as the whole backward call
 (dK/dV by the default kernel); "kernel ms" counts the dQ kernel only.
@@ -21,9 +22,9 @@ recipe:mode:mode with FLAMIA_GLUON_FWD8 modes), the triton kernel (64-query tile
 Gluon one (FLAMIA_FWD_KERNEL=gluon); "bitwise" says whether O and lse2 are the same bits as the
 triton kernel's.
 --kernel dkdv8: the FP8 backward (configs: recipes, or recipe:X:Y with FLAMIA_GLUON_DKDV8
-settings, e.g. mxfp8:2:3:3,pipe) with the triton dK/dV kernels (split, the
-default, and fused) against the Gluon FP8 dK/dV kernel (FLAMIA_DKDV_KERNEL=gluon); "kernel ms"
-counts the dK/dV kernels only; "bitwise": dQ, dK, dV the same bits as the split kernels'.
+settings, e.g. mxfp8:2:3:3,pipe) with the triton dK/dV kernels (split, the default, and fused)
+against the Gluon FP8 dK/dV kernel (FLAMIA_DKDV_KERNEL=gluon); "kernel ms" counts the dK/dV
+kernels only; "bitwise": dQ, dK, dV the same bits as the split kernels'.
 
 Per variant and workload: the output's relative difference to the triton kernel's (O; dK for
 dkdv: a check, not a precision measure), the median time of one call (do_bench, host work
