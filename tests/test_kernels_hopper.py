@@ -512,7 +512,8 @@ def test_gluon_fp8_dkdv_is_the_triton_fp8_dkdv(lengths, hq, hkv, d, recipe, pois
     for name, env in (("split", {"FLAMIA_DKDV_KERNEL": "triton"}),
                       ("fused", {"FLAMIA_DKDV_KERNEL": "triton", "FLAMIA_FP8_DKDV": "fused"}),
                       ("gluon", {"FLAMIA_DKDV_KERNEL": "gluon"}),
-                      ("gluon 3,pipe", {"FLAMIA_GLUON_DKDV8": "3,pipe"})):
+                      ("gluon 3,pipe", {"FLAMIA_DKDV_KERNEL": "gluon",
+                                        "FLAMIA_GLUON_DKDV8": "3,pipe"})):
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         grads[name] = _fp8_gradients(lengths, hq, hkv, d, recipe)
