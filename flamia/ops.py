@@ -85,12 +85,48 @@ def _ordered_longest_first(lo, hi):
     return _longest_first(rank)
 
 
+def _doc_tiles(cu, total, block):
+    """Doc tiles (kernels.attention.doc_tiles) of ``block`` rows: each document's tiles start at
+    its start plus multiples of block. Returns (first row, document start, document end), one
+    per slot of a fixed count, cdiv(total, block) + documents (no host sync: the count of tiles
+    is at most that); slots past the last tile have first row -1."""
+    n_docs = cu.numel() - 1
+    counts = (cu[1:] - cu[:-1] + block - 1) // block
+    ends = torch.cumsum(counts, 0)
+    slot = torch.arange(-(-total // block) + n_docs, device=cu.device)
+    doc = torch.searchsorted(ends, slot, right=True).clamp(max=n_docs - 1)
+    first = cu[doc] + (slot - (ends[doc] - counts[doc])) * block
+    return torch.where(slot < ends[-1], first, -1), cu[doc], cu[doc + 1]
+
+
+def _longest_first_rows(first, work):
+    """The doc tiles' first rows in longest-work-first order, the empty slots (-1) last."""
+    work = torch.where(first >= 0, work, -1)
+    return first[torch.argsort(work, descending=True, stable=True)].to(torch.int32)
+
+
+def _doc_query_tiles(cu, total, block_m, block_n):
+    """Launch order of the doc query tiles (forward, dQ): work = key tiles visited."""
+    first, start, end = _doc_tiles(cu, total, block_m)
+    rows_end = torch.minimum(first + block_m, end)
+    return _longest_first_rows(first, (rows_end - start + block_n - 1) // block_n)
+
+
+def _doc_key_tiles(cu, total, block_m, block_n):
+    """Launch order of the doc key tiles (dK/dV): work = query tiles visited."""
+    first, start, end = _doc_tiles(cu, total, block_n)
+    work = (end - start + block_m - 1) // block_m - (first - start) // block_m
+    return _longest_first_rows(first, work)
+
+
 @torch.library.custom_op("flamia::batch_plan", mutates_args=())
 def _batch_plan_op(
-    cu_seqlens: torch.Tensor, total: int, head_dim: int, fp8: bool, dq_fused: bool
+    cu_seqlens: torch.Tensor, total: int, head_dim: int, fp8: bool, dq_fused: bool,
+    doc_tiles: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """An opaque op, so that torch.compile treats the plan as one call (inductor need not lower
-    searchsorted / stable argsort)."""
+    searchsorted / stable argsort). doc_tiles: orders of doc tiles' first rows
+    (kernels.attention.doc_tiles) instead of grid tiles' indices."""
     cu = cu_seqlens.to(torch.int64)
     tokens = torch.arange(total, device=cu.device)
     seg = torch.searchsorted(cu[1:], tokens, right=True)
@@ -99,19 +135,21 @@ def _batch_plan_op(
     fm, fn = K.fwd_blocks(head_dim, fp8)
     bm, bn = K.bwd_blocks(head_dim, fp8)
     qm, qn = K.dq_blocks(head_dim, fp8)
-    lo, hi = _key_tile_ranges(seg_end, total, bm, bn)
-    return (
-        seg_start.to(torch.int32),
-        seg_end.to(torch.int32),
-        _longest_first(_query_tile_work(seg_start, total, fm, fn)),
-        _ordered_longest_first(lo, hi) if dq_fused else _longest_first(hi - lo),
-        _longest_first(_query_tile_work(seg_start, total, qm, qn)),
-    )
+    if doc_tiles:
+        orders = (_doc_query_tiles(cu, total, fm, fn), _doc_key_tiles(cu, total, bm, bn),
+                  _doc_query_tiles(cu, total, qm, qn))
+    else:
+        lo, hi = _key_tile_ranges(seg_end, total, bm, bn)
+        orders = (_longest_first(_query_tile_work(seg_start, total, fm, fn)),
+                  _ordered_longest_first(lo, hi) if dq_fused else _longest_first(hi - lo),
+                  _longest_first(_query_tile_work(seg_start, total, qm, qn)))
+    return (seg_start.to(torch.int32), seg_end.to(torch.int32), *orders)
 
 
 @_batch_plan_op.register_fake
-def _(cu_seqlens, total, head_dim, fp8, dq_fused):
-    n_tiles = lambda block: -(-total // block)
+def _(cu_seqlens, total, head_dim, fp8, dq_fused, doc_tiles=False):
+    # Doc tiles: one slot more per document (_doc_tiles).
+    n_tiles = lambda block: -(-total // block) + (cu_seqlens.shape[0] - 1 if doc_tiles else 0)
     i32 = lambda n: cu_seqlens.new_empty((n,), dtype=torch.int32)
     return (i32(total), i32(total), i32(n_tiles(K.fwd_blocks(head_dim, fp8)[0])),
             i32(n_tiles(K.bwd_blocks(head_dim, fp8)[1])),
@@ -121,7 +159,8 @@ def _(cu_seqlens, total, head_dim, fp8, dq_fused):
 def batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int,
                fp8: bool = False) -> BatchPlan:
     """The plan for the BF16 kernels, or for the FP8 kernels (fp8=True)."""
-    return BatchPlan(*_batch_plan_op(cu_seqlens, total, head_dim, fp8, K.dq_fused(fp8)))
+    return BatchPlan(*_batch_plan_op(cu_seqlens, total, head_dim, fp8, K.dq_fused(fp8),
+                                     K.doc_tiles(fp8)))
 
 
 _plans = TensorCache()
@@ -132,7 +171,8 @@ def cached_batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int,
     """``batch_plan``, once per cu_seqlens tensor (see flamia._tensor_cache)."""
     if torch.compiler.is_compiling():
         return batch_plan(cu_seqlens, total, head_dim, fp8)
-    key = (total, head_dim, fp8, K.plan_blocks(head_dim, fp8), K.dq_fused(fp8))
+    key = (total, head_dim, fp8, K.plan_blocks(head_dim, fp8), K.dq_fused(fp8),
+           K.doc_tiles(fp8))
     plan = _plans.get(cu_seqlens, key)
     if plan is None:
         plan = _plans.put(cu_seqlens, key, batch_plan(cu_seqlens, total, head_dim, fp8))
@@ -161,7 +201,7 @@ def _fwd_bf16(
     """(o, lse2). The backward's plan tensors are inputs too, so that the autograd formula
     registered below receives them."""
     _check_recipe(recipe, ("bf16",))
-    return K.attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale)
+    return K.attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, seg_end=seg_end)
 
 
 def _bwd_bf16(

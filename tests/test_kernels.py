@@ -60,16 +60,21 @@ def _check_flash_attention_rule(lengths, hq, hkv, d, device, seed=0):
 
 
 @pytest.mark.interpret
+@pytest.mark.parametrize("tiles", K.TILE_MODES)
 @pytest.mark.parametrize("lengths,hq,hkv,d", CPU_CASES)
-def test_bf16_kernel_flash_attention_rule_interpreter(lengths, hq, hkv, d, poisoned):
+def test_bf16_kernel_flash_attention_rule_interpreter(lengths, hq, hkv, d, tiles, poisoned,
+                                                      monkeypatch):
     if DEVICE == "cuda":
         pytest.skip("interpreter tier; the gpu tier covers this on CUDA")
+    monkeypatch.setenv("FLAMIA_TILES", tiles)
     _check_flash_attention_rule(lengths, hq, hkv, d, "cpu")
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tiles", K.TILE_MODES)
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES)
-def test_bf16_kernel_flash_attention_rule_gpu(lengths, hq, hkv, d, poisoned):
+def test_bf16_kernel_flash_attention_rule_gpu(lengths, hq, hkv, d, tiles, poisoned, monkeypatch):
+    monkeypatch.setenv("FLAMIA_TILES", tiles)
     _check_flash_attention_rule(lengths, hq, hkv, d, "cuda")
 
 
@@ -86,9 +91,11 @@ def test_bf16_kernel_close_to_reference_recipe():
         assert rel < 4e-3, f"{name}: relative difference {rel:.2e} to the reference recipe"
 
 
-@pytest.mark.parametrize("dq_mode", K.DQ_MODES)
-def test_bf16_kernel_does_not_leak(dq_mode, monkeypatch):
+@pytest.mark.parametrize("dq_mode,tiles", [("separate", "grid"), ("fused", "grid"),
+                                           ("separate", "doc")])
+def test_bf16_kernel_does_not_leak(dq_mode, tiles, monkeypatch):
     monkeypatch.setenv("FLAMIA_DQ", dq_mode)
+    monkeypatch.setenv("FLAMIA_TILES", tiles)
     total = 192 if DEVICE == "cpu" else 2048
     cu = adversarial_cu_seqlens(total, device=DEVICE)
     q, k, v, do = rand_qkvdo(total, HQ, 2, 64, seed=4, device=DEVICE)
@@ -108,6 +115,46 @@ def test_batch_plan_orders_longest_first():
     seg_start = plan.seg_start.tolist()
     assert seg_start[0] == 0 and seg_start[8] == 8 and seg_start[299] == 200
     assert plan.seg_end.tolist()[8] == 137
+
+
+@pytest.mark.parametrize("lengths", [[1, 7, 129, 63, 100], [300], [31, 33, 1, 64, 65]])
+def test_doc_tiles_cover_each_document_once(lengths, monkeypatch):
+    """Doc tiles (FLAMIA_TILES=doc): every row of every document lies in exactly one query tile
+    (forward, dQ) and one key tile (dK/dV), each tile starts at its document's start plus a
+    multiple of the tile size, the empty slots (-1) come last and the tiles are longest first."""
+    from flamia.ops import batch_plan
+
+    monkeypatch.setenv("FLAMIA_TILES", "doc")
+    total = sum(lengths)
+    cu = _cu(lengths, DEVICE)
+    plan = batch_plan(cu, total, 64)
+    seg_start, seg_end = plan.seg_start.tolist(), plan.seg_end.tolist()
+    blocks = {"fwd": K.fwd_blocks(64)[0], "dkdv": K.bwd_blocks(64)[1], "dq": K.dq_blocks(64)[0]}
+    for name, order in (("fwd", plan.order_fwd), ("dkdv", plan.order_dkdv), ("dq", plan.order_dq)):
+        block, firsts = blocks[name], order.tolist()
+        n = sum(-(-length // block) for length in lengths)
+        assert firsts[n:] == [-1] * (len(firsts) - n) and min(firsts[:n]) >= 0, name
+        covered = []
+        for first in firsts[:n]:
+            assert (first - seg_start[first]) % block == 0, (name, first)
+            covered += range(first, min(first + block, seg_end[first]))
+        assert sorted(covered) == list(range(total)), name
+    # Longest first: the forward's work is the number of key tiles up to the tile's last row.
+    work = [-(-(min(f + blocks["fwd"], seg_end[f]) - seg_start[f]) // K.fwd_blocks(64)[1])
+            for f in plan.order_fwd.tolist() if f >= 0]
+    assert work == sorted(work, reverse=True)
+
+
+def test_tile_mode_rejects_bad_values(monkeypatch):
+    monkeypatch.setenv("FLAMIA_TILES", "packed")
+    with pytest.raises(ValueError, match="FLAMIA_TILES='packed'; accepted"):
+        K.doc_tiles()
+    monkeypatch.setenv("FLAMIA_TILES", "doc")
+    monkeypatch.setenv("FLAMIA_DQ", "fused")
+    with pytest.raises(ValueError, match="FLAMIA_DQ=separate only"):
+        K.doc_tiles()
+    monkeypatch.setenv("FLAMIA_DQ", "separate")
+    assert K.doc_tiles() and not K.doc_tiles(is_fp8=True)  # FP8 keeps the grid's groups
 
 
 def test_opcheck_and_compile():

@@ -327,34 +327,53 @@ def _bf16(x):
 
 
 @triton.jit
-def _query_tile(order_ptr, seg_start_ptr, total, H_Q: tl.constexpr, H_KV: tl.constexpr,
-                BLOCK_M: tl.constexpr):
-    """The query tile this program owns (grid (heads, tiles), tiles in launch order)."""
+def _query_tile(entry, seg_start_ptr, seg_end_ptr, total, H_Q: tl.constexpr,
+                H_KV: tl.constexpr, BLOCK_M: tl.constexpr, DOC_TILES: tl.constexpr):
+    """The query tile this program owns (grid (heads, tiles), tiles in launch order; ``entry``:
+    its entry of the launch order, >= 0). Grid tiles: entry is the tile's index on the packed
+    grid, its rows [entry * BLOCK_M, + BLOCK_M) may hold several segments. DOC_TILES: entry is
+    the tile's first row, a segment start plus a multiple of BLOCK_M; its rows are those of
+    that segment (rows past the segment's end belong to the next one: never stored)."""
     head = tl.program_id(0)
-    tile = tl.load(order_ptr + tl.program_id(1))
     kv_head = head // (H_Q // H_KV)
-    start_m = tile * BLOCK_M
+    if DOC_TILES:
+        start_m = entry
+        row_end = tl.load(seg_end_ptr + entry)
+    else:
+        start_m = entry * BLOCK_M
+        row_end = total
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    row_ok = offs_m < total
+    row_ok = offs_m < row_end
     seg_start_m = tl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
-    last_row = tl.minimum(start_m + BLOCK_M, total) - 1
+    last_row = tl.minimum(start_m + BLOCK_M, row_end) - 1
     return head, kv_head, start_m, offs_m, row_ok, seg_start_m, last_row
 
 
 @triton.jit
-def _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N: tl.constexpr):
-    """Key tiles a query tile [start_m, last_row] visits (forward and dQ):
-    [lo, full_lo) boundary tiles (masked), [full_lo, full_hi) unmasked (inside the segment of
-    every row and at or below the first row's diagonal), [full_hi, hi) diagonal tiles (masked).
-    Keys before the first row's segment start and after the last row are never visible, so no
-    tile outside [lo, hi) is needed and loads stay in bounds."""
+def _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N: tl.constexpr,
+                     DOC_TILES: tl.constexpr):
+    """Key tiles a query tile [start_m, last_row] visits (forward and dQ): tile n holds keys
+    [key0 + n * BLOCK_N, + BLOCK_N); [lo, full_lo) boundary tiles (masked), [full_lo, full_hi)
+    unmasked (inside the segment of every row and at or below the first row's diagonal),
+    [full_hi, hi) diagonal tiles (masked). Keys before the first row's segment start and after
+    the last row are never visible, so no tile outside [lo, hi) is needed and loads stay in
+    bounds. Grid tiles: key0 = 0 (the packed grid). DOC_TILES: key0 is the segment's start
+    (all rows are in one segment, so only the diagonal tiles are masked)."""
     first_seg_start = tl.load(seg_start_ptr + start_m)
-    last_seg_start = tl.load(seg_start_ptr + last_row)
-    lo = first_seg_start // BLOCK_N
-    hi = tl.cdiv(last_row + 1, BLOCK_N)
-    full_lo = tl.minimum(tl.cdiv(last_seg_start, BLOCK_N), hi)
-    full_hi = tl.maximum(tl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
-    return lo, full_lo, full_hi, hi
+    if DOC_TILES:
+        key0 = first_seg_start
+        lo = 0
+        hi = tl.cdiv(last_row + 1 - key0, BLOCK_N)
+        full_lo = 0
+        full_hi = tl.minimum((start_m - key0 + 1) // BLOCK_N, hi)
+    else:
+        key0 = 0
+        last_seg_start = tl.load(seg_start_ptr + last_row)
+        lo = first_seg_start // BLOCK_N
+        hi = tl.cdiv(last_row + 1, BLOCK_N)
+        full_lo = tl.minimum(tl.cdiv(last_seg_start, BLOCK_N), hi)
+        full_hi = tl.maximum(tl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
+    return key0, lo, full_lo, full_hi, hi
 
 
 @triton.jit
@@ -442,20 +461,24 @@ def _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, skv_ptrs, offs_m, seg_start
 
 
 @triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16",
-                                          "FP8_MMA"])
+                                          "FP8_MMA", "DOC_TILES"])
 @triton.jit
 def _attn_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, sq_ptr, skv_ptr, o_ptr, lse_ptr, seg_start_ptr, order_ptr,
-    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_vd, stride_sqh,
-    stride_skh, stride_ot, stride_oh, stride_lh, total, qk_scale,
+    q_ptr, k_ptr, v_ptr, sq_ptr, skv_ptr, o_ptr, lse_ptr, seg_start_ptr, seg_end_ptr,
+    order_ptr, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_vd,
+    stride_sqh, stride_skh, stride_ot, stride_oh, stride_lh, total, qk_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
-    FP8_MMA: tl.constexpr,
+    FP8_MMA: tl.constexpr, DOC_TILES: tl.constexpr,
 ):
     """Forward. FP8 recipes: Q, K are E4M3 (mxfp8) or bf16 holding exact NVFP4 values
-    (nvfp4_fp8, a bf16 MMA for S: Hopper has no FP4 MMA); V is E4M3 in both."""
+    (nvfp4_fp8, a bf16 MMA for S: Hopper has no FP4 MMA); V is E4M3 in both. DOC_TILES: see
+    doc_tiles (the launch order's entries are tiles' first rows, -1 past the last tile)."""
+    entry = tl.load(order_ptr + tl.program_id(1))
+    if entry < 0:
+        return
     head, kv_head, start_m, offs_m, row_ok, seg_start_m, last_row = _query_tile(
-        order_ptr, seg_start_ptr, total, H_Q, H_KV, BLOCK_M)
+        entry, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, BLOCK_M, DOC_TILES)
     offs_d = tl.arange(0, HEAD_DIM)
 
     q_ptrs = (q_ptr + offs_m.to(tl.int64)[:, None] * stride_qt + head * stride_qh
@@ -473,22 +496,23 @@ def _attn_fwd_kernel(
     v_ptrs = v_base + tl.arange(0, BLOCK_N)[:, None].to(tl.int64) * stride_vt
     skv_ptrs = skv_ptr + kv_head * stride_skh
 
-    lo, full_lo, full_hi, hi = _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N)
+    key0, lo, full_lo, full_hi, hi = _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N,
+                                                      DOC_TILES)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     for n in range(lo, full_lo):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, skv_ptrs, offs_m,
-                                  seg_start_m, n * BLOCK_N, stride_kt, stride_vt, total,
+                                  seg_start_m, key0 + n * BLOCK_N, stride_kt, stride_vt, total,
                                   BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_lo, full_hi):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, skv_ptrs, offs_m,
-                                  seg_start_m, n * BLOCK_N, stride_kt, stride_vt, total,
+                                  seg_start_m, key0 + n * BLOCK_N, stride_kt, stride_vt, total,
                                   BLOCK_N, False, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_hi, hi):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, c_q, k_ptrs, v_ptrs, skv_ptrs, offs_m,
-                                  seg_start_m, n * BLOCK_N, stride_kt, stride_vt, total,
+                                  seg_start_m, key0 + n * BLOCK_N, stride_kt, stride_vt, total,
                                   BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
 
     o = acc / l_i[:, None]
@@ -688,7 +712,7 @@ _attn_bwd_dkdv_kernel_reset = ("dqa_ptr", "sem_ptr")
 
 
 @triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16",
-                                          "FP8_MMA", "PART", "DQ_FUSED"],
+                                          "FP8_MMA", "PART", "DQ_FUSED", "DOC_TILES"],
                  reset_to_zero=list(_attn_bwd_dkdv_kernel_reset))
 @triton.jit
 def _attn_bwd_dkdv_kernel(
@@ -700,18 +724,30 @@ def _attn_bwd_dkdv_kernel(
     stride_dqat, stride_dqah, stride_semh, total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
-    FP8_MMA: tl.constexpr, PART: tl.constexpr, DQ_FUSED: tl.constexpr,
+    FP8_MMA: tl.constexpr, PART: tl.constexpr, DQ_FUSED: tl.constexpr, DOC_TILES: tl.constexpr,
 ):
     """dK and dV of one key tile (PART == 0), or only dV (1) or only dK (2): see dkdv_parts.
-    DQ_FUSED (BF16): also dS K into the fp32 dQ accumulator dqa [T, Hq, D] (see dq_fused)."""
+    DQ_FUSED (BF16): also dS K into the fp32 dQ accumulator dqa [T, Hq, D] (see dq_fused).
+    DOC_TILES (see doc_tiles): the launch order's entries are key tiles' first keys (-1 past
+    the last tile); the tile's keys and the query tiles it visits start at its segment's start,
+    keys past the segment's end belong to the next one and are never stored."""
     kv_head = tl.program_id(0)
     tile = tl.load(order_ptr + tl.program_id(1))
-    start_n = tile * BLOCK_N
+    if tile < 0:
+        return
+    if DOC_TILES:
+        start_n = tile
+        key_end = tl.load(seg_end_ptr + start_n)
+        query0 = tl.load(seg_start_ptr + start_n)  # query tile m: rows query0 + m * BLOCK_M ..
+    else:
+        start_n = tile * BLOCK_N
+        key_end = total
+        query0 = 0
     offs_n = start_n + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
-    col_ok = offs_n < total
+    col_ok = offs_n < key_end
     seg_end_n = tl.load(seg_end_ptr + offs_n, mask=col_ok, other=0)
-    last_key = tl.minimum(start_n + BLOCK_N, total) - 1
+    last_key = tl.minimum(start_n + BLOCK_N, key_end) - 1
 
     k = tl.load(k_ptr + offs_n.to(tl.int64)[:, None] * stride_kt + kv_head * stride_kh
                 + offs_d[None, :], mask=col_ok[:, None], other=0.0)
@@ -728,10 +764,10 @@ def _attn_bwd_dkdv_kernel(
     # [full_hi, hi) tiles reaching past the first key's segment end (masked).
     first_seg_end = tl.load(seg_end_ptr + start_n)
     last_seg_end = tl.load(seg_end_ptr + last_key)
-    lo = start_n // BLOCK_M
-    hi = tl.cdiv(last_seg_end, BLOCK_M)
-    full_lo = tl.minimum(tl.cdiv(last_key, BLOCK_M), hi)
-    full_hi = tl.maximum(tl.minimum(first_seg_end // BLOCK_M, hi), full_lo)
+    lo = (start_n - query0) // BLOCK_M
+    hi = tl.cdiv(last_seg_end - query0, BLOCK_M)
+    full_lo = tl.minimum(tl.cdiv(last_key - query0, BLOCK_M), hi)
+    full_hi = tl.maximum(tl.minimum((first_seg_end - query0) // BLOCK_M, hi), full_lo)
 
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
@@ -754,19 +790,19 @@ def _attn_bwd_dkdv_kernel(
         for m in range(lo, full_lo):
             dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 qrow_ptrs, lse_ptrs, delta_ptrs, dqa_ptrs, sem_ptrs,
-                                seg_start_ptr, tile, offs_n, seg_end_n, m * BLOCK_M, stride_qt,
+                                seg_start_ptr, tile, offs_n, seg_end_n, query0 + m * BLOCK_M, stride_qt,
                                 stride_dot, stride_qkt, stride_dokt, stride_dqat, total, BLOCK_M,
                                 BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA, PART, DQ_FUSED)
         for m in range(full_lo, full_hi):
             dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 qrow_ptrs, lse_ptrs, delta_ptrs, dqa_ptrs, sem_ptrs,
-                                seg_start_ptr, tile, offs_n, seg_end_n, m * BLOCK_M, stride_qt,
+                                seg_start_ptr, tile, offs_n, seg_end_n, query0 + m * BLOCK_M, stride_qt,
                                 stride_dot, stride_qkt, stride_dokt, stride_dqat, total, BLOCK_M,
                                 BLOCK_N, False, IS_FP8, QK_BF16, FP8_MMA, PART, DQ_FUSED)
         for m in range(full_hi, hi):
             dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 qrow_ptrs, lse_ptrs, delta_ptrs, dqa_ptrs, sem_ptrs,
-                                seg_start_ptr, tile, offs_n, seg_end_n, m * BLOCK_M, stride_qt,
+                                seg_start_ptr, tile, offs_n, seg_end_n, query0 + m * BLOCK_M, stride_qt,
                                 stride_dot, stride_qkt, stride_dokt, stride_dqat, total, BLOCK_M,
                                 BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA, PART, DQ_FUSED)
 
@@ -819,20 +855,23 @@ def _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, skv_ptrs,
 
 
 @triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16",
-                                          "FP8_MMA"])
+                                          "FP8_MMA", "DOC_TILES"])
 @triton.jit
 def _attn_bwd_dq_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, kk_ptr, sq_ptr, skv_ptr, sdo_ptr, lse_ptr, delta_ptr,
-    dq_ptr, seg_start_ptr, order_ptr,
+    dq_ptr, seg_start_ptr, seg_end_ptr, order_ptr,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_dot, stride_doh,
     stride_kkt, stride_kkh, stride_kkd, stride_sqh, stride_skh, stride_dqt, stride_dqh, stride_lh,
     total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
-    FP8_MMA: tl.constexpr,
+    FP8_MMA: tl.constexpr, DOC_TILES: tl.constexpr,
 ):
+    entry = tl.load(order_ptr + tl.program_id(1))
+    if entry < 0:  # DOC_TILES: past the last tile
+        return
     head, kv_head, start_m, offs_m, row_ok, seg_start_m, last_row = _query_tile(
-        order_ptr, seg_start_ptr, total, H_Q, H_KV, BLOCK_M)
+        entry, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, BLOCK_M, DOC_TILES)
     offs_d = tl.arange(0, HEAD_DIM)
     rows64 = offs_m.to(tl.int64)[:, None]
     q = tl.load(q_ptr + rows64 * stride_qt + head * stride_qh + offs_d[None, :],
@@ -854,20 +893,21 @@ def _attn_bwd_dq_kernel(
                + cols[:, None] * stride_kkt)
     skv_ptrs = skv_ptr + kv_head * stride_skh
 
-    lo, full_lo, full_hi, hi = _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N)
+    key0, lo, full_lo, full_hi, hi = _key_tile_ranges(seg_start_ptr, start_m, last_row, BLOCK_N,
+                                                      DOC_TILES)
 
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     for n in range(lo, full_lo):
         dq = _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, skv_ptrs,
-                      offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
+                      offs_m, seg_start_m, key0 + n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
                       total, BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_lo, full_hi):
         dq = _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, skv_ptrs,
-                      offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
+                      offs_m, seg_start_m, key0 + n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
                       total, BLOCK_N, False, IS_FP8, QK_BF16, FP8_MMA)
     for n in range(full_hi, hi):
         dq = _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, skv_ptrs,
-                      offs_m, seg_start_m, n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
+                      offs_m, seg_start_m, key0 + n * BLOCK_N, stride_kt, stride_vt, stride_kkt,
                       total, BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA)
     dq = dq * sm_scale
     tl.store(dq_ptr + rows64 * stride_dqt + head * stride_dqh + offs_d[None, :],
@@ -936,6 +976,34 @@ def dq_fused(is_fp8: bool) -> bool:
     return mode == "fused" and not is_fp8
 
 
+TILE_MODES = ("grid", "doc")
+
+
+def doc_tiles(is_fp8: bool = False) -> bool:
+    """Whether the BF16 kernels tile each document from its own start ("doc") instead of the
+    packed grid ("grid", the default): FLAMIA_TILES, read at every launch and by the batch plan.
+    Grid tiles cover [m * BLOCK_M, (m + 1) * BLOCK_M) of the packed rows whatever segments they
+    hold; a tile holding the end of one document and the start of the next visits all of the
+    first one's key tiles with a mask (the second one's rows see none of them), so with short
+    documents most steps are masked. Doc tiles start at a segment start (plus multiples of the
+    tile size), in place in the packed layout (no repacking, no padding): a tile's rows are
+    one segment's, its key tiles start at that segment's start too, and only the diagonal tiles
+    are masked; the rows of a segment's last tile that lie past its end belong to the next
+    segment and are never stored (that tile's program computes them for nothing). Work model
+    (bench/tile_model.py, CPU): U(32, 1024) needs 17% fewer forward steps and 61% fewer masked
+    ones than on the grid; one document, none fewer. The FP8 recipes keep grid tiles: their
+    in-register scale groups are the packed grid's 64-token groups (recipes.Recipe.inreg_group),
+    the tiles of their kernels. Doc tiles need separate dQ (FLAMIA_DQ=separate): the fused
+    dQ's ordered adds rank key tiles on the grid."""
+    mode = os.environ.get("FLAMIA_TILES", "grid")
+    if mode not in TILE_MODES:
+        raise ValueError(f"FLAMIA_TILES={mode!r}; accepted: {TILE_MODES}")
+    if mode == "doc" and dq_fused(is_fp8):
+        raise ValueError("FLAMIA_TILES=doc runs with FLAMIA_DQ=separate only (the fused dQ adds "
+                         "its parts in the packed grid's key-tile order)")
+    return mode == "doc" and not is_fp8
+
+
 def _check_key_scales(skv: torch.Tensor) -> torch.Tensor:
     assert skv.dim() == 3 and skv.shape[-1] == KROW and skv.is_contiguous(), (
         f"key scales must be a contiguous [Hkv, T, {KROW}] tensor (quantize.quantize_qkv), "
@@ -948,9 +1016,10 @@ def _check_unit_d(*ts):
         assert t.stride(-1) == 1, "head dim must be contiguous"
 
 
-def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
+def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None, seg_end=None):
     """O [T, Hq, D] bf16 and lse2 [Hq, T] float32. ``order_fwd``: launch order of the query tiles
-    of size ``fwd_blocks(D, fp8 is not None)[0]``.
+    of size ``fwd_blocks(D, fp8 is not None)[0]`` (with doc tiles, see doc_tiles, their first
+    rows, and ``seg_end`` is needed).
 
     BF16: q, k, v bf16 [T, H, D]. FP8 (``fp8`` given): q, k are the E4M3 tensors [T, H, D], and
     ``fp8`` = {"sq": Q's scales [Hq, T], "skv": K's and V's scales as rows [Hkv, T, KROW]
@@ -963,6 +1032,9 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
     o = empty((total, hq, d), dtype=torch.bfloat16, device=q.device)
     lse = empty((hq, total), dtype=torch.float32, device=q.device)
     block_m, block_n = fwd_blocks(d, fp8 is not None)
+    doc = doc_tiles(fp8 is not None)
+    if doc and seg_end is None:
+        raise ValueError("attention_fwd with doc tiles (FLAMIA_TILES=doc) needs seg_end")
     if fwd_kernel(fp8 is not None) == "gluon":
         from . import attention_hopper
         if fp8 is None:
@@ -992,12 +1064,13 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None):
         s_strides = (sq.stride(0), skv.stride(0))
     grid = (hq, order_fwd.numel())
     _attn_fwd_kernel[grid](
-        q, k, v_args[0], sq, skv, o, lse, seg_start, order_fwd,
+        q, k, v_args[0], sq, skv, o, lse, seg_start, seg_start if seg_end is None else seg_end,
+        order_fwd,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), *v_args[1:], *s_strides,
         o.stride(0), o.stride(1), lse.stride(0), total, softmax_scale * LOG2E,
         H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, IS_FP8=fp8 is not None,
         QK_BF16=fp8 is not None and fp8.get("qk_bf16", False),
-        FP8_MMA=fp8_mma_mode() if fp8 is not None else 0,
+        FP8_MMA=fp8_mma_mode() if fp8 is not None else 0, DOC_TILES=doc,
     )
     return o, lse
 
@@ -1105,6 +1178,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             dqa.stride(0), dqa.stride(1), sem.stride(0), total, qk_scale, softmax_scale,
             H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8,
             QK_BF16=qk_bf16, FP8_MMA=fp8_mma, PART=part, DQ_FUSED=fused_dq,
+            DOC_TILES=doc_tiles(is_fp8),
         )
     if fused_dq:
         # The dQ kernel's last step, on the accumulated sum: scale in fp32, round to bf16.
@@ -1122,11 +1196,11 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
                                                  softmax_scale, dq)
             return dq, dk, dv
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
-        q, k, v, do_in, kt, sq, skv, sdo, lse, delta, dq, seg_start, order_dq,
+        q, k, v, do_in, kt, sq, skv, sdo, lse, delta, dq, seg_start, seg_end, order_dq,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         do_in.stride(0), do_in.stride(1), *tcopy(kt), *s_strides,
         dq.stride(0), dq.stride(1), lse.stride(0), total, qk_scale, softmax_scale,
         H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8, QK_BF16=qk_bf16,
-        FP8_MMA=fp8_mma,
+        FP8_MMA=fp8_mma, DOC_TILES=doc_tiles(is_fp8),
     )
     return dq, dk, dv
