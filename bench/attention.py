@@ -20,6 +20,8 @@ Providers:
                  default (flamia/kernels/attention_hopper.py)
     flamia-bf16 (dK/dV lse by TMA)  the same with FLAMIA_GLUON_DKDV_LSE=tma: the Gluon dK/dV
                  kernel's lse2 and delta brought by its producer's TMA; named with --providers only
+    flamia-bf16 (doc tiles)  the same with FLAMIA_TILES=doc: tiles start at each document's start
+                 (flamia.kernels.attention.doc_tiles); named with --providers only
     flamia-mxfp8 flamia.attention(recipe="mxfp8", impl="triton"), quantization included
     flamia-mxfp8 (Gluon dK/dV)  the same with FLAMIA_DKDV_KERNEL=gluon: the warp-specialized Gluon
                  FP8 dK/dV kernel (one kernel, S^T and P^T once) instead of the triton dV-only and
@@ -293,6 +295,7 @@ PROVIDERS = {
     "flamia-bf16 (fused dQ)": prep_flamia,
     "flamia-bf16 (triton kernels)": prep_flamia,
     "flamia-bf16 (dK/dV lse by TMA)": prep_flamia,
+    "flamia-bf16 (doc tiles)": prep_flamia,
     "flamia-mxfp8": prep_flamia_mxfp8,
     "flamia-mxfp8 (Gluon dK/dV)": prep_flamia_mxfp8,
     # NVFP4 Q/K are emulated on Hopper: QK^T, dQ, dK run as bf16 MMAs on exact NVFP4 values
@@ -311,7 +314,9 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 # written without a GPU on 2026-12-05, untimed so far: the Gluon FP8 dK/dV
                 # kernel, and the BF16 dK/dV kernel's lse2/delta by TMA
                 "flamia-mxfp8 (Gluon dK/dV)": {"FLAMIA_DKDV_KERNEL": "gluon"},
-                "flamia-bf16 (dK/dV lse by TMA)": {"FLAMIA_GLUON_DKDV_LSE": "tma"}}
+                "flamia-bf16 (dK/dV lse by TMA)": {"FLAMIA_GLUON_DKDV_LSE": "tma"},
+                # written without a GPU on 2026-12-05 (second session), untimed so far
+                "flamia-bf16 (doc tiles)": {"FLAMIA_TILES": "doc"}}
 # The full grid leaves out the fused-dQ variant (slower, bench/results/dq_diagnose_20261203_H200.txt);
 # name it with --providers to include it.
 DEFAULT_PROVIDERS = [name for name in PROVIDERS if name not in PROVIDER_ENV]

@@ -132,6 +132,8 @@ def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), descs=None
                   **extra_consts)
     for name in drop:  # constexprs this kernel does not take
         del consts[name]
+    if "DOC_TILES" in fn.arg_names:  # grid tiles unless asked (kernels.attention.doc_tiles)
+        consts.setdefault("DOC_TILES", False)
     sig, attrs = {}, {}
     for i, arg in enumerate(fn.arg_names):
         if arg in consts:
@@ -140,7 +142,9 @@ def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), descs=None
             sig[arg] = mangle_type(descs[arg])
         elif arg.endswith("_ptr"):
             plan = ("seg_start_ptr", "seg_end_ptr", "order_ptr", "sem_ptr")
-            sig[arg] = (ptrs or {}).get(arg) or ("*i32" if arg in plan else "*fp32")
+            outputs = ("o_ptr", "dq_ptr", "dk_ptr", "dv_ptr")  # bf16 (doc tiles' partial stores)
+            sig[arg] = (ptrs or {}).get(arg) or ("*i32" if arg in plan else
+                                                 "*bf16" if arg in outputs else "*fp32")
             attrs[(i,)] = [["tt.divisibility", 16]]
         else:
             sig[arg] = "fp32" if arg in ("c", "sm_scale") else "i32"  # total, strides, counts
@@ -257,6 +261,22 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
         dqa = torch.zeros(t, hq, d)
         sem = torch.zeros(hq, -(-t // H.DKDV_CONFIG[0]), dtype=torch.int32)
         run("dkdv plain fused dQ", {"FLAMIA_GLUON_DKDV": "2,0"}, lambda: dkdv(dqa, sem))
+        # doc tiles (FLAMIA_TILES=doc, kernels.attention.doc_tiles): their own plan
+        with mock.patch.dict(os.environ, {"FLAMIA_TILES": "doc"}):
+            docs = ops.batch_plan(cu, t, d)
+        run("fwd ws doc", {}, lambda: H.attention_fwd_hopper(
+            q, k, v, docs.seg_start, docs.order_fwd, 0.1, o, lse, docs.seg_end, True))
+        run("fwd plain doc", {"FLAMIA_GLUON_FWD": "128,128,8,2"}, lambda: H.attention_fwd_hopper(
+            q, k, v, docs.seg_start, docs.order_fwd, 0.1, o, lse, docs.seg_end, True))
+        for mode in H.DQ_MODES:
+            run(f"dq {mode} doc", {"FLAMIA_GLUON_DQ": mode}, lambda: H.attention_dq_hopper(
+                q, k, v, do, lse, delta, docs.seg_start, docs.order_dq, 0.1, grads[0],
+                docs.seg_end, True))
+        for lse_mode in H.LSE_MODES:
+            run(f"dkdv ws lse={lse_mode} doc", {"FLAMIA_GLUON_DKDV_LSE": lse_mode},
+                lambda: H.attention_dkdv_hopper(
+                    q, k, v, do, lse, delta, docs.seg_start, docs.seg_end, docs.order_dkdv, 0.1,
+                    grads[1], grads[2], doc_tiles=True))
         # the quantizers' outputs as the kernels take them (shapes, dtypes, layouts; the
         # quantizers are triton kernels, which do not run here)
         fp8 = torch.float8_e4m3fn

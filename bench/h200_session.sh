@@ -20,6 +20,9 @@
 #          slots and the in-flight schedule, and the BF16 kernel with and without TMA (~8 min)
 #   bench8: quick benchmark in one process, bf16 with and without FLAMIA_GLUON_DKDV_LSE=tma, mxfp8
 #           with and without the Gluon FP8 dK/dV kernel (~5 min)
+#   doc: written 2026-12-05 (second CPU-only session): doc tiles (FLAMIA_TILES=doc) in the BF16
+#        kernels: GPU tests (FA rule, probes, Gluon vs triton, WS vs plain), then a quick
+#        benchmark in one process, bf16 on grid and doc tiles, the cuDNN baselines (~7 min)
 #   host: host time per layer of a BF16 call (bench/host_layers.py), with cProfile
 #   dqws: the warp-specialized Gluon dQ kernel (FLAMIA_GLUON_DQ=ws): variants, GPU tests, benchmark
 #   ws: the warp-specialized Gluon forward (FLAMIA_GLUON_FWD=...,ws): forward variants, Hopper GPU tests
@@ -185,6 +188,16 @@ bench8)  # quick benchmark, one process: bf16 with and without its dK/dV kernel'
     "flamia-bf16 (dK/dV lse by TMA)" flamia-mxfp8 "flamia-mxfp8 (Gluon dK/dV)" cudnn-thd \
     cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|quant)|^###|Error" $OUT/bench.log | tail -40
+  ;;
+doc)  # doc tiles (FLAMIA_TILES=doc): GPU tests first, then grid vs doc tiles in one process
+  FLAMIA_AUTOTUNE=0 step "doc gpu tests" 200 python -m pytest -q -p no:cacheprovider \
+    -k "doc or leak or flash_attention_rule" tests/test_kernels_hopper.py tests/test_kernels.py \
+    > $OUT/gpu_tests_doc.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests_doc.log | tail -12
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-300} python -m bench.attention --quick \
+    --profile --dists u32_1024 lognormal_1k one_doc --providers flamia-bf16 \
+    "flamia-bf16 (doc tiles)" cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*_attn_|^###|Error" $OUT/bench.log | tail -40
   ;;
 host)  # host time per layer of a BF16 call (bench/host_layers.py) and its cProfile, ~1 min
   FLAMIA_AUTOTUNE=8x3,4x3 step "host layers" 120 python -m bench.host_layers \

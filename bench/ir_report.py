@@ -53,7 +53,8 @@ def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16,
     block_m, block_n = K._blocks(family, head_dim, fp8, mma)
     fn = kernel.fn  # under the autotuner
     consts = dict(H_Q=heads, H_KV=heads, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
-                  IS_FP8=fp8, QK_BF16=False, FP8_MMA=mma if fp8 else 0)
+                  IS_FP8=fp8, QK_BF16=False, FP8_MMA=mma if fp8 else 0,
+                  DOC_TILES=False)  # the launchers' default tiles (kernels.attention.doc_tiles)
     if name in DKDV_PARTS or name == "dkdv_dq":
         consts["PART"] = DKDV_PARTS.get(name, 0)
         consts["DQ_FUSED"] = name == "dkdv_dq"

@@ -10,6 +10,7 @@ import torch
 import flamia
 from flamia.kernels import attention as K
 from flamia.probes import adversarial_cu_seqlens, probe_attention
+from flamia.reference import attention_forward_backward
 
 from conftest import DEVICE, rand_qkvdo
 from test_kernels import GPU_CASES, _check_flash_attention_rule, _cu, _triton, poisoned  # noqa: F401
@@ -383,14 +384,54 @@ def test_fused_dq_at_scale(kernel, monkeypatch):
 
 @pytest.mark.gpu
 @hopper
+@pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128),
+                                                          ([31, 33, 1, 64, 65, 200] * 8, 8, 2, 64)])
+def test_doc_tiles_gluon(lengths, hq, hkv, d, poisoned, monkeypatch):
+    """Doc tiles (FLAMIA_TILES=doc) in the Gluon kernels, fwd + bwd through flamia.attention:
+    finite everywhere with poisoned outputs (the rows of a document's last tile are stored by a
+    masked register store, the others by TMA: each written once); the plain Gluon forward and
+    dQ kernels give the warp-specialized ones' bits (same steps per row); the triton kernels on
+    the same doc tiles and the Gluon kernels on grid tiles agree within bf16 rounding (other
+    key-tile boundaries move P's and dS's rounding points)."""
+    cu = _cu(lengths, "cuda")
+    q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=11, device="cuda")
+
+    def run(tiles, kernel="gluon", fwd=None, dq=None):
+        env = {"FLAMIA_TILES": tiles, "FLAMIA_GLUON_FWD": fwd, "FLAMIA_GLUON_DQ": dq,
+               **{name: kernel for name in GLUON_ENVS}}
+        for name, value in env.items():
+            if value is None:
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, value)
+        return attention_forward_backward(_triton, q, k, v, do, cu)
+
+    doc = run("doc")
+    for name, t in zip("O dQ dK dV".split(), doc):
+        assert torch.isfinite(t).all(), f"{name}: non-finite (unwritten?) elements"
+    plain = run("doc", fwd="128,128,8,2", dq="plain")
+    assert torch.equal(plain[0], doc[0]) and torch.equal(plain[1], doc[1])
+    for other in (run("doc", kernel="triton"), run("grid")):
+        for name, a, b in zip("O dQ dK dV".split(), doc, other):
+            rel = ((a.float() - b.float()).norm() / b.float().norm()).item()
+            assert rel < 4e-3, f"{name}: relative difference {rel:.2e}"
+
+
+@pytest.mark.gpu
+@hopper
 @pytest.mark.parametrize("dq_mode,fwd,dkdv,dq", [
     ("separate", "128,128,8,2", "2,0", "plain"), ("fused", "128,128,8,2", "2,0", "plain"),
     ("separate", "128,128,8,2,ws", "2,0,ws", "ws"),
     ("separate", "128,128,8,2,pingpong", "3,0,ws", "ws"),
-    ("separate", "128,128,8,2,ws", "2,0,ws,tma", "ws")])
+    ("separate", "128,128,8,2,ws", "2,0,ws,tma", "ws"),
+    ("separate", "128,128,8,2,ws", "2,0,ws,doc", "ws"),
+    ("separate", "128,128,8,2", "2,0,ws,tma,doc", "plain")])
 def test_gluon_kernels_do_not_leak(dq_mode, fwd, dkdv, dq, gluon_kernels, monkeypatch):
     """The probes with each Gluon configuration asked for; a trailing ",tma" on the dK/dV
-    setting: FLAMIA_GLUON_DKDV_LSE=tma (T = 4096, a multiple of 4)."""
+    setting: FLAMIA_GLUON_DKDV_LSE=tma (T = 4096, a multiple of 4); ",doc": doc tiles
+    (FLAMIA_TILES=doc) in all three kernels."""
+    dkdv, doc, _ = dkdv.partition(",doc")
+    monkeypatch.setenv("FLAMIA_TILES", "doc" if doc else "grid")
     dkdv, tma, _ = dkdv.partition(",tma")
     monkeypatch.setenv("FLAMIA_GLUON_DKDV_LSE", "tma" if tma else "load")
     monkeypatch.setenv("FLAMIA_DQ", dq_mode)

@@ -1041,7 +1041,7 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None, seg_en
             why = attention_hopper.supports(q=q, k=k, v=v)
             if _gluon_takes("FLAMIA_FWD_KERNEL", why):
                 return attention_hopper.attention_fwd_hopper(q, k, v, seg_start, order_fwd,
-                                                             softmax_scale, o, lse)
+                                                             softmax_scale, o, lse, seg_end, doc)
             # The triton forward takes over, if the plan's query tiles (the Gluon ones) fit it.
             triton_m, block_n = _blocks("fwd", d, False)
             if triton_m != block_m:
@@ -1167,7 +1167,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         if gluon_dkdv:
             attention_hopper.attention_dkdv_hopper(
                 q, k, v, do, lse, delta, seg_start, seg_end, order_dkdv, softmax_scale, dk, dv,
-                *((dqa, sem) if fused_dq else ()))
+                *((dqa, sem) if fused_dq else (None, None)), doc_tiles=doc_tiles(is_fp8))
     for part in () if gluon_dkdv else dkdv_parts(is_fp8):
         _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
             q, k, v, do_in, qt, dot, qrow, skv, lse, delta, dk, dv, dqa, sem, seg_start,
@@ -1193,7 +1193,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             f"dQ tiles {(bm, bn)} (FLAMIA_DQ_BLOCKS), the Gluon kernel's are {gluon_tiles}")
         if _gluon_takes("FLAMIA_DQ_KERNEL", why):
             attention_hopper.attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq,
-                                                 softmax_scale, dq)
+                                                 softmax_scale, dq, seg_end, doc_tiles(is_fp8))
             return dq, dk, dv
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
         q, k, v, do_in, kt, sq, skv, sdo, lse, delta, dq, seg_start, seg_end, order_dq,

@@ -149,29 +149,31 @@ def fwd_mode() -> str:
 
 @gluon.jit
 def _issue_tile(desc, smem, bars, n, i, hi, col, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                TOKEN_MAJOR: gl.constexpr = False):
-    """TMA load of key tile n (the i-th tile this program visits) of K or V into ring slot
-    i % STAGES; none past the last visited tile hi - 1. TOKEN_MAJOR: desc is over a
-    token-contiguous copy [H * D, T_pad] (tokens along columns; the FP8 forward's V)."""
+                TOKEN_MAJOR: gl.constexpr = False, key0=0):
+    """TMA load of key tile n (the i-th tile this program visits; keys key0 + n * BLOCK_N ..,
+    key0: see _query_program) of K or V into ring slot i % STAGES; none past the last visited
+    tile hi - 1. TOKEN_MAJOR: desc is over a token-contiguous copy [H * D, T_pad] (tokens along
+    columns; the FP8 forward's V)."""
     slot = i % STAGES
     pred = n < hi
     mbarrier.expect(bars.index(slot), desc.block_type.nbytes, pred=pred)
     if TOKEN_MAJOR:
-        tma_load(desc, [col, n * BLOCK_N], bars.index(slot), smem.index(slot), pred=pred)
+        tma_load(desc, [col, key0 + n * BLOCK_N], bars.index(slot), smem.index(slot), pred=pred)
     else:
-        tma_load(desc, [n * BLOCK_N, col], bars.index(slot), smem.index(slot), pred=pred)
+        tma_load(desc, [key0 + n * BLOCK_N, col], bars.index(slot), smem.index(slot), pred=pred)
 
 
 @gluon.jit
 def _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, MASKED: gl.constexpr,
-                  BLOCK_N: gl.constexpr, s_layout: gl.constexpr, ROW_C: gl.constexpr = False):
+                  BLOCK_N: gl.constexpr, s_layout: gl.constexpr, ROW_C: gl.constexpr = False,
+                  key0=0):
     """The online-softmax step of kernels.attention._fwd_tile on the logits tile s = Q K_n^T:
     masked tiles hide keys before each row's segment start and after the row; the running max
     is an integer (exact power-of-two rescaling). Returns P (fp32), the new max, l and alpha.
     c: the factor of the base-2 logits, one scalar (BF16) or one per row (ROW_C, FP8: sQ times
-    the softmax scale)."""
+    the softmax scale). Key tile n holds keys key0 + n * BLOCK_N .. (see _query_program)."""
     if MASKED:
-        offs_n = n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        offs_n = key0 + n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         visible = ((gl.expand_dims(offs_n, 0) >= gl.expand_dims(seg_start_m, 1))
                    & (gl.expand_dims(offs_n, 0) <= gl.expand_dims(offs_m, 1)))
         s = gl.where(visible, s, float("-inf"))
@@ -187,28 +189,47 @@ def _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, MASKED: gl.constexpr,
 
 
 @gluon.jit
-def _query_program(order_ptr, seg_start_ptr, total, H_Q: gl.constexpr, H_KV: gl.constexpr,
-                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
-    """The query tile this program owns (grid (Hq, tiles in launch order)): head, its K/V
-    column, first row, and the key tiles it visits, as kernels.attention._query_tile /
-    _key_tile_ranges: [lo, full_lo) and [full_hi, hi) masked, [full_lo, full_hi) unmasked.
-    Scalars only, so that any partition can compute them."""
+def _query_program(entry, seg_start_ptr, seg_end_ptr, total, H_Q: gl.constexpr,
+                   H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, DOC_TILES: gl.constexpr):
+    """The query tile this program owns (grid (Hq, tiles in launch order); ``entry``: its entry
+    of the launch order, >= 0): head, its K/V column, first row, the end of its rows (row_end:
+    rows from there on are not its own) and the key tiles it visits, tile n holding keys
+    key0 + n * BLOCK_N .., as kernels.attention._query_tile / _key_tile_ranges: [lo, full_lo)
+    and [full_hi, hi) masked, [full_lo, full_hi) unmasked. Grid tiles: entry is the tile's
+    index, key0 = 0, row_end = total. DOC_TILES (kernels.attention.doc_tiles): entry is the
+    tile's first row, key0 its segment's start, row_end its segment's end. Scalars only, so
+    that any partition can compute them."""
     head = gl.program_id(0)
-    start_m = gl.load(order_ptr + gl.program_id(1)) * BLOCK_M
     kv_col = (head // (H_Q // H_KV)) * HEAD_DIM
-    last_row = gl.minimum(start_m + BLOCK_M, total) - 1
-    lo = gl.load(seg_start_ptr + start_m) // BLOCK_N
-    hi = gl.cdiv(last_row + 1, BLOCK_N)
-    full_lo = gl.minimum(gl.cdiv(gl.load(seg_start_ptr + last_row), BLOCK_N), hi)
-    full_hi = gl.maximum(gl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
-    return head, kv_col, start_m, lo, full_lo, full_hi, hi
+    if DOC_TILES:
+        start_m = entry
+        row_end = gl.load(seg_end_ptr + entry)
+        key0 = gl.load(seg_start_ptr + entry)
+        last_row = gl.minimum(start_m + BLOCK_M, row_end) - 1
+        lo = 0
+        hi = gl.cdiv(last_row + 1 - key0, BLOCK_N)
+        full_lo = 0
+        full_hi = gl.minimum((start_m - key0 + 1) // BLOCK_N, hi)
+    else:
+        start_m = entry * BLOCK_M
+        row_end = total
+        key0 = 0
+        last_row = gl.minimum(start_m + BLOCK_M, total) - 1
+        lo = gl.load(seg_start_ptr + start_m) // BLOCK_N
+        hi = gl.cdiv(last_row + 1, BLOCK_N)
+        full_lo = gl.minimum(gl.cdiv(gl.load(seg_start_ptr + last_row), BLOCK_N), hi)
+        full_hi = gl.maximum(gl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
+    return head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi
 
 
 @gluon.jit
-def _query_rows(seg_start_ptr, row0, total, ROWS: gl.constexpr, rows_layout: gl.constexpr):
-    """Rows row0 .. row0 + ROWS - 1: their indices, which exist, and their segments' starts."""
+def _query_rows(seg_start_ptr, row0, row_end, total, ROWS: gl.constexpr,
+                rows_layout: gl.constexpr):
+    """Rows row0 .. row0 + ROWS - 1: their indices, which are the program's (below row_end, see
+    _query_program), and their segments' starts."""
     offs_m = row0 + gl.arange(0, ROWS, layout=rows_layout)
-    row_ok = offs_m < total
+    row_ok = offs_m < row_end
     seg_start_m = gl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
     return offs_m, row_ok, seg_start_m
 
@@ -251,7 +272,7 @@ def _mma_turn(anchor, TURN: gl.constexpr, ARRIVE: gl.constexpr):
 
 @gluon.jit
 def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
-              k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col,
+              k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, key0,
               MASKED: gl.constexpr, WS: gl.constexpr, TURN: gl.constexpr, BLOCK_N: gl.constexpr,
               STAGES: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
               p_layout: gl.constexpr):
@@ -269,9 +290,9 @@ def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_emp
         # ahead of its use, V STAGES - 1 (it is consumed a step later).
         cta_barrier()
         _issue_tile(k_desc, k_smem, k_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
-                    STAGES)
+                    STAGES, False, key0)
         _issue_tile(v_desc, v_smem, v_bars, n - 2 + STAGES, i - 2 + STAGES, hi, kv_col, BLOCK_N,
-                    STAGES)
+                    STAGES, False, key0)
     mbarrier.wait(k_bars.index(slot), (i // STAGES) & 1)
     mbarrier.wait(v_bars.index(prev), ((i - 1) // STAGES) & 1)
     _mma_turn(n, TURN, False)
@@ -284,7 +305,7 @@ def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_emp
     if WS:
         mbarrier.arrive(k_empty.index(slot))
     p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, MASKED, BLOCK_N,
-                                       s_layout)
+                                       s_layout, False, key0)
     alpha = gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))
     # ptxas schedules this wait right after the row maximum, before the exponentials. Tying it
     # to the row sum (a predicated wgmma.wait_group, p = l >= 0, in one asm statement with l)
@@ -301,29 +322,68 @@ def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_emp
 
 
 @gluon.jit
-def _store_o_lse(acc, m_i, l_i, o_smem, o_desc, lse_ptr, head, stride_lh, offs_m, row_ok, row0,
-                 HEAD_DIM: gl.constexpr, o_layout: gl.constexpr):
-    """The forward's epilogue for query rows row0 ..: lse2 = m + log2(l), and O = acc / l in bf16
-    by one TMA store through o_smem (it clips rows past the last token)."""
-    o = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
-    gl.store(lse_ptr + head * stride_lh + offs_m, m_i + gl.log2(l_i), mask=row_ok)
-    o_smem.store(o.to(gl.bfloat16))
+def _store_rows(x, smem, desc, out_ptr, row0, col, row_end, STRIDE: gl.constexpr,
+                DOC_TILES: gl.constexpr):
+    """x [ROWS, D] (bf16) into rows row0 .. of a contiguous [T, H, D] tensor seen as [T, H * D]
+    (desc over it, out_ptr its base, STRIDE = H * D) at column col: by one TMA store through
+    smem (it clips rows past the last token). DOC_TILES: rows from row_end on belong to another
+    document's program; a tile reaching there is stored from registers with a row mask."""
+    if DOC_TILES:
+        if row0 + x.shape[0] > row_end:
+            _store_rows_masked(x, out_ptr, row0, col, row_end, STRIDE)
+        else:
+            _store_rows_tma(x, smem, desc, row0, col)
+    else:
+        _store_rows_tma(x, smem, desc, row0, col)
+
+
+@gluon.jit
+def _store_rows_tma(x, smem, desc, row0, col):
+    smem.store(x)
     fence_async_shared()
-    tma_store(o_desc, [row0, head * HEAD_DIM], o_smem)
+    tma_store(desc, [row0, col], smem)
     tma.store_wait(pendings=0)
 
 
 @gluon.jit
+def _store_rows_masked(x, out_ptr, row0, col, row_end, STRIDE: gl.constexpr):
+    """x's rows below row_end, from registers: 16-byte vectors along D (a blocked layout; the
+    MMA layout's element pairs do not lower to masked global stores)."""
+    layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 8], threads_per_warp=[2, 16],
+                                            warps_per_cta=[gl.num_warps(), 1], order=[1, 0])
+    x = gl.convert_layout(x, layout)
+    offs_r = row0 + gl.arange(0, x.shape[0], layout=gl.SliceLayout(1, layout))
+    offs_c = col + gl.arange(0, x.shape[1], layout=gl.SliceLayout(0, layout))
+    ptrs = (out_ptr + gl.expand_dims(offs_r.to(gl.int64) * STRIDE, 1)
+            + gl.expand_dims(offs_c, 0))
+    gl.store(ptrs, x, mask=gl.expand_dims(offs_r < row_end, 1))
+
+
+@gluon.jit
+def _store_o_lse(acc, m_i, l_i, o_smem, o_desc, lse_ptr, head, stride_lh, offs_m, row_ok, row0,
+                 row_end, o_ptr, H_Q: gl.constexpr, HEAD_DIM: gl.constexpr,
+                 o_layout: gl.constexpr, DOC_TILES: gl.constexpr):
+    """The forward's epilogue for query rows row0 .. (those below row_end: see _query_program):
+    lse2 = m + log2(l), and O = acc / l in bf16 (_store_rows)."""
+    o = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
+    gl.store(lse_ptr + head * stride_lh + offs_m, m_i + gl.log2(l_i), mask=row_ok)
+    _store_rows(o.to(gl.bfloat16), o_smem, o_desc, o_ptr, row0, head * HEAD_DIM, row_end,
+                H_Q * HEAD_DIM, DOC_TILES)
+
+
+@gluon.jit
 def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k_desc, v_desc,
-              o_desc, lse_ptr, seg_start_ptr, stride_lh, total, c, head, kv_col, row0, lo,
-              full_lo, full_hi, hi, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
-              HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, WARPS: gl.constexpr,
-              WS: gl.constexpr, TURN: gl.constexpr):
+              o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh, total, c, head, kv_col, row0,
+              row_end, key0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr,
+              BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+              WARPS: gl.constexpr, WS: gl.constexpr, TURN: gl.constexpr, H_Q: gl.constexpr,
+              DOC_TILES: gl.constexpr):
     """The forward of query rows row0 .. row0 + ROWS - 1 of ``head`` (WARPS / 4 warpgroups of
-    64 rows) over key tiles lo .. hi - 1 of the ring (Q in q_smem once q_bar completes): O by TMA
-    store through q_smem, lse2 to lse_ptr. WS: one partition of the warp-specialized forward
-    (the producer fills the ring; the slots are released through k_empty / v_empty), TURN its
-    place in the ping-pong (_mma_turn; 0: none)."""
+    64 rows) over key tiles lo .. hi - 1 of the ring (Q in q_smem once q_bar completes): O
+    through q_smem (_store_rows; o_ptr: O's base), lse2 to lse_ptr; row_end, key0, DOC_TILES:
+    see _query_program. WS: one partition of the warp-specialized forward (the producer fills
+    the ring; the slots are released through k_empty / v_empty), TURN its place in the
+    ping-pong (_mma_turn; 0: none)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -331,7 +391,7 @@ def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
 
-    offs_m, row_ok, seg_start_m = _query_rows(seg_start_ptr, row0, total, ROWS, rows_s)
+    offs_m, row_ok, seg_start_m = _query_rows(seg_start_ptr, row0, row_end, total, ROWS, rows_s)
     m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=rows_s)
     l_i = gl.zeros([ROWS], gl.float32, layout=rows_s)
     acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
@@ -351,10 +411,10 @@ def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k
         mbarrier.arrive(k_empty.index(0))
     if (lo < full_lo) | (lo >= full_hi):
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, True,
-                                           BLOCK_N, s_layout)
+                                           BLOCK_N, s_layout, False, key0)
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, False,
-                                           BLOCK_N, s_layout)
+                                           BLOCK_N, s_layout, False, key0)
     p_op = gl.convert_layout(p.to(gl.bfloat16), p_layout)
 
     # Steps lo + 1 .. hi - 1 in three loops (masked boundary tiles, unmasked tiles, masked
@@ -363,18 +423,18 @@ def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k
     for n in range(lo + 1, full_lo):
         acc, p_op, m_i, l_i = _fwd_step(
             acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
-            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, True, WS, TURN,
-            BLOCK_N, STAGES, s_layout, o_layout, p_layout)
+            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, key0, True, WS,
+            TURN, BLOCK_N, STAGES, s_layout, o_layout, p_layout)
     for n in range(gl.maximum(lo + 1, full_lo), full_hi):
         acc, p_op, m_i, l_i = _fwd_step(
             acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
-            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, False, WS, TURN,
-            BLOCK_N, STAGES, s_layout, o_layout, p_layout)
+            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, key0, False, WS,
+            TURN, BLOCK_N, STAGES, s_layout, o_layout, p_layout)
     for n in range(gl.maximum(lo + 1, full_hi), hi):
         acc, p_op, m_i, l_i = _fwd_step(
             acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
-            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, True, WS, TURN,
-            BLOCK_N, STAGES, s_layout, o_layout, p_layout)
+            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, key0, True, WS,
+            TURN, BLOCK_N, STAGES, s_layout, o_layout, p_layout)
 
     last = (hi - 1 - lo) % STAGES
     mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
@@ -386,18 +446,25 @@ def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k
 
     # Q's slot holds the O tile for the TMA store (same shape, dtype and layout).
     _store_o_lse(acc, m_i, l_i, q_smem, o_desc, lse_ptr, head, stride_lh, offs_m, row_ok, row0,
-                 HEAD_DIM, o_layout)
+                 row_end, o_ptr, H_Q, HEAD_DIM, o_layout, DOC_TILES)
 
 
 @gluon.jit
 def _attn_fwd_hopper_kernel(
-    q_desc, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, order_ptr, stride_lh, total, c,
-    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr,
+    q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, seg_end_ptr, order_ptr,
+    stride_lh, total, c, H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr,
+    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    DOC_TILES: gl.constexpr, num_warps: gl.constexpr,
 ):
-    """Grid (Hq, query tiles in launch order). q/k/v/o descriptors over [T, H * D] views."""
-    head, kv_col, start_m, lo, full_lo, full_hi, hi = _query_program(
-        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N)
+    """Grid (Hq, query tiles in launch order). q/k/v/o descriptors over [T, H * D] views; o_ptr:
+    O's base (DOC_TILES' partial tiles: _store_rows)."""
+    entry = gl.load(order_ptr + gl.program_id(1))
+    if DOC_TILES:
+        if entry < 0:  # past the last tile
+            return
+    head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _query_program(
+        entry, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N,
+        DOC_TILES)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
@@ -407,12 +474,15 @@ def _attn_fwd_hopper_kernel(
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
     tma_load(q_desc, [start_m, head * HEAD_DIM], q_bar, q_smem)
     for st in gl.static_range(STAGES):  # K tiles 0 .. STAGES - 1, V tiles 0 .. STAGES - 2
-        _issue_tile(k_desc, k_smem, k_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
+        _issue_tile(k_desc, k_smem, k_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES, False,
+                    key0)
         if st < STAGES - 1:
-            _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
+            _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES, False,
+                        key0)
     _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_bars, v_bars, k_desc, v_desc,
-              o_desc, lse_ptr, seg_start_ptr, stride_lh, total, c, head, kv_col, start_m, lo,
-              full_lo, full_hi, hi, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, num_warps, False, 0)
+              o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh, total, c, head, kv_col, start_m,
+              row_end, key0, lo, full_lo, full_hi, hi, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+              num_warps, False, 0, H_Q, DOC_TILES)
 
 
 # Warp-specialized forward (FLAMIA_GLUON_FWD=128,128,8,S,ws): the 128 query rows of a tile are
@@ -429,8 +499,9 @@ WS_PRODUCER_REGS = 40
 
 @gluon.jit
 def _fwd_ws_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
-                     k_empty, v_empty, head, kv_col, start_m, lo, hi, HEAD_DIM: gl.constexpr,
-                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, V_TOKEN_MAJOR: gl.constexpr = False):
+                     k_empty, v_empty, head, kv_col, start_m, key0, lo, hi,
+                     HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                     V_TOKEN_MAJOR: gl.constexpr = False):
     """The TMA producer warp: both halves of the Q tile, then K_n and V_n into slot
     (n - lo) % STAGES once both consumers have released the tile that was there.
     V_TOKEN_MAJOR: v_desc is over V's token-contiguous copy (the FP8 forward)."""
@@ -444,9 +515,10 @@ def _fwd_ws_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_b
         # round's waits (parity 1) pass at once.
         phase = ((i // STAGES) & 1) ^ 1
         mbarrier.wait(k_empty.index(i % STAGES), phase)
-        _issue_tile(k_desc, k_smem, k_bars, n, i, hi, kv_col, BLOCK_N, STAGES)
+        _issue_tile(k_desc, k_smem, k_bars, n, i, hi, kv_col, BLOCK_N, STAGES, False, key0)
         mbarrier.wait(v_empty.index(i % STAGES), phase)
-        _issue_tile(v_desc, v_smem, v_bars, n, i, hi, kv_col, BLOCK_N, STAGES, V_TOKEN_MAJOR)
+        _issue_tile(v_desc, v_smem, v_bars, n, i, hi, kv_col, BLOCK_N, STAGES, V_TOKEN_MAJOR,
+                    key0)
 
 
 @gluon.jit
@@ -470,31 +542,40 @@ def _ws_query_buffers(q_desc, k_desc, v_desc, STAGES: gl.constexpr):
 
 @gluon.jit
 def _attn_fwd_hopper_ws_kernel(
-    q_desc, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, order_ptr, stride_lh, total, c,
-    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-    STAGES: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-    PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+    q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, seg_end_ptr, order_ptr,
+    stride_lh, total, c, H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr,
+    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, PINGPONG: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DOC_TILES: gl.constexpr,
+    num_warps: gl.constexpr,
 ):
     """Grid (Hq, 128-row query tiles in launch order); num_warps = 4 (the default partition);
-    q/o descriptors with 64-row blocks (one per consumer), k/v with BLOCK_N rows."""
+    q/o descriptors with 64-row blocks (one per consumer), k/v with BLOCK_N rows; o_ptr: O's
+    base (DOC_TILES' partial tiles: _store_rows)."""
     HALF: gl.constexpr = q_desc.block_type.shape[0]
-    head, kv_col, start_m, lo, full_lo, full_hi, hi = _query_program(
-        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF, BLOCK_N)
+    entry = gl.load(order_ptr + gl.program_id(1))
+    if DOC_TILES:
+        if entry < 0:  # past the last tile
+            return
+    head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _query_program(
+        entry, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF, BLOCK_N,
+        DOC_TILES)
     q_smem, q_bars, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty = _ws_query_buffers(
         q_desc, k_desc, v_desc, STAGES)
     fence_async_shared()
     gl.warp_specialize([
         (_fwd_rows, (q_smem.index(0), q_bars.index(0), k_smem, v_smem, k_bars, v_bars, k_empty,
-                     v_empty, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, stride_lh, total,
-                     c, head, kv_col, start_m, lo, full_lo, full_hi, hi, HALF, BLOCK_N,
-                     HEAD_DIM, STAGES, 4, True, 1 if PINGPONG else 0)),
+                     v_empty, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh,
+                     total, c, head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi,
+                     HALF, BLOCK_N, HEAD_DIM, STAGES, 4, True, 1 if PINGPONG else 0, H_Q,
+                     DOC_TILES)),
         (_fwd_rows, (q_smem.index(1), q_bars.index(1), k_smem, v_smem, k_bars, v_bars, k_empty,
-                     v_empty, k_desc, v_desc, o_desc, lse_ptr, seg_start_ptr, stride_lh, total,
-                     c, head, kv_col, start_m + HALF, lo, full_lo, full_hi, hi, HALF, BLOCK_N,
-                     HEAD_DIM, STAGES, 4, True, 2 if PINGPONG else 0)),
+                     v_empty, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh,
+                     total, c, head, kv_col, start_m + HALF, row_end, key0, lo, full_lo,
+                     full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4, True,
+                     2 if PINGPONG else 0, H_Q, DOC_TILES)),
         (_fwd_ws_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars,
-                            v_bars, k_empty, v_empty, head, kv_col, start_m, lo, hi, HEAD_DIM,
-                            BLOCK_N, STAGES)),
+                            v_bars, k_empty, v_empty, head, kv_col, start_m, key0, lo, hi,
+                            HEAD_DIM, BLOCK_N, STAGES)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -649,7 +730,7 @@ def _fwd8_rows(q_smem, q_bar, o_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, 
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
-    offs_m, row_ok, seg_start_m = _query_rows(seg_start_ptr, row0, total, ROWS, rows_s)
+    offs_m, row_ok, seg_start_m = _query_rows(seg_start_ptr, row0, total, total, ROWS, rows_s)
     # Per-row factor of the base-2 logits: sQ * softmax scale * log2(e) (see _rhs_scaled_dot).
     c = gl.load(sq_ptr + head * stride_sqh + offs_m, mask=row_ok, other=1.0) * qk_scale
     m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=rows_s)
@@ -700,7 +781,7 @@ def _fwd8_rows(q_smem, q_bar, o_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, 
     acc = acc + x * gl.expand_dims(p_scale, 1)
 
     _store_o_lse(acc, m_i, l_i, o_smem, o_desc, lse_ptr, head, stride_lh, offs_m, row_ok, row0,
-                 HEAD_DIM, o_layout)
+                 total, lse_ptr, 1, HEAD_DIM, o_layout, False)
 
 
 @gluon.jit
@@ -716,8 +797,9 @@ def _attn_fwd8_hopper_ws_kernel(
     k over [T, Hkv * D] with BLOCK_N rows, vt over V's token-contiguous copy [Hkv * D, T_pad]
     with [D, BLOCK_N] blocks; sq [Hq, T] and skv [Hkv, T, 2] (sK, sV) per-token scales."""
     HALF: gl.constexpr = q_desc.block_type.shape[0]
-    head, kv_col, start_m, lo, full_lo, full_hi, hi = _query_program(
-        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF, BLOCK_N)
+    head, kv_col, start_m, _, _, lo, full_lo, full_hi, hi = _query_program(
+        gl.load(order_ptr + gl.program_id(1)), seg_start_ptr, seg_start_ptr, total, H_Q, H_KV,
+        HEAD_DIM, 2 * HALF, BLOCK_N, False)
     skv_ptr = skv_ptr + (kv_col // HEAD_DIM) * stride_skh
     QK_K: gl.constexpr = 256 // q_desc.dtype.primitive_bitwidth
     q_smem, q_bars, k_smem, vt_smem, k_bars, v_bars, k_empty, v_empty = _ws_query_buffers(
@@ -736,8 +818,8 @@ def _attn_fwd8_hopper_ws_kernel(
                       stride_sqh, stride_lh, total, c, head, start_m + HALF, lo, full_lo,
                       full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K, OVERLAP)),
         (_fwd_ws_producer, (q_desc, k_desc, vt_desc, q_smem, k_smem, vt_smem, q_bars, k_bars,
-                            v_bars, k_empty, v_empty, head, kv_col, start_m, lo, hi, HEAD_DIM,
-                            BLOCK_N, STAGES, True)),
+                            v_bars, k_empty, v_empty, head, kv_col, start_m, 0, lo, hi,
+                            HEAD_DIM, BLOCK_N, STAGES, True)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -762,12 +844,13 @@ def dq_mode() -> str:
 
 @gluon.jit
 def _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc, v_desc,
-             s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col,
+             s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col, key0,
              MASKED: gl.constexpr, WS: gl.constexpr, BLOCK_N: gl.constexpr,
              STAGES: gl.constexpr, s_layout: gl.constexpr, ds_layout: gl.constexpr):
-    """Step n: S = Q K_n^T and dP = dO V_n^T issued together; P from S as soon as S is done
-    (while dP runs); dS = P (dP - delta); dQ += dS K_n. WS: a producer warp fills the ring;
-    the slot is released (kv_empty) once dQ's MMA is done."""
+    """Step n (keys key0 + n * BLOCK_N .., see _query_program): S = Q K_n^T and dP = dO V_n^T
+    issued together; P from S as soon as S is done (while dP runs); dS = P (dP - delta);
+    dQ += dS K_n. WS: a producer warp fills the ring; the slot is released (kv_empty) once dQ's
+    MMA is done."""
     i = n - lo
     slot = i % STAGES
     if not WS:
@@ -775,9 +858,9 @@ def _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_de
         # waited); the barrier makes that true for every warpgroup.
         cta_barrier()
         _issue_tile(k_desc, k_smem, k_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
-                    STAGES)
+                    STAGES, False, key0)
         _issue_tile(v_desc, v_smem, v_bars, n - 1 + STAGES, i - 1 + STAGES, hi, kv_col, BLOCK_N,
-                    STAGES)
+                    STAGES, False, key0)
     phase = (i // STAGES) & 1
     mbarrier.wait(k_bars.index(slot), phase)
     s = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
@@ -788,7 +871,7 @@ def _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_de
     s = warpgroup_mma_wait(num_outstanding=1, deps=(s, ))
     p = gl.exp2(s * c - gl.expand_dims(lse, 1))
     if MASKED:
-        offs_n = n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        offs_n = key0 + n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         visible = ((gl.expand_dims(offs_n, 0) >= gl.expand_dims(seg_start_m, 1))
                    & (gl.expand_dims(offs_n, 0) <= gl.expand_dims(offs_m, 1)))
         p = gl.where(visible, p, 0.0)
@@ -803,14 +886,15 @@ def _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_de
 
 @gluon.jit
 def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc, v_desc,
-             dq_desc, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c, sm_scale, head,
-             kv_col, row0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
-             HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, WARPS: gl.constexpr,
-             WS: gl.constexpr):
+             dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c, sm_scale,
+             head, kv_col, row0, row_end, key0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr,
+             BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+             WARPS: gl.constexpr, WS: gl.constexpr, H_Q: gl.constexpr,
+             DOC_TILES: gl.constexpr):
     """dQ of query rows row0 .. row0 + ROWS - 1 of ``head`` (WARPS / 4 warpgroups of 64 rows;
     Q and dO in q_smem / do_smem once q_bar completes) over key tiles lo .. hi - 1 of the ring,
-    written by TMA store through q_smem. WS: one consumer partition of the warp-specialized
-    kernel."""
+    written through q_smem (_store_rows; dq_ptr: dQ's base); row_end, key0, DOC_TILES: see
+    _query_program. WS: one consumer partition of the warp-specialized kernel."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16])
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -818,7 +902,7 @@ def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k
     ds_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq_layout, k_width=2)
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
 
-    offs_m, row_ok, seg_start_m = _query_rows(seg_start_ptr, row0, total, ROWS, rows_s)
+    offs_m, row_ok, seg_start_m = _query_rows(seg_start_ptr, row0, row_end, total, ROWS, rows_s)
     lse = gl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
     delta = gl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
     dq = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=dq_layout)
@@ -829,38 +913,43 @@ def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k
     for n in range(lo, full_lo):
         dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
                       v_desc, s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col,
-                      True, WS, BLOCK_N, STAGES, s_layout, ds_layout)
+                      key0, True, WS, BLOCK_N, STAGES, s_layout, ds_layout)
     for n in range(full_lo, full_hi):
         dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
                       v_desc, s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col,
-                      False, WS, BLOCK_N, STAGES, s_layout, ds_layout)
+                      key0, False, WS, BLOCK_N, STAGES, s_layout, ds_layout)
     for n in range(full_hi, hi):
         dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
                       v_desc, s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col,
-                      True, WS, BLOCK_N, STAGES, s_layout, ds_layout)
+                      key0, True, WS, BLOCK_N, STAGES, s_layout, ds_layout)
 
     # Q's slot holds the dQ tile for the TMA store (rows past the last token are clipped).
     # Plain kernel: the other warpgroup may still read Q through its last MMA.
     if not WS:
         cta_barrier()
-    q_smem.store((dq * sm_scale).to(gl.bfloat16))
-    fence_async_shared()
-    tma_store(dq_desc, [row0, head * HEAD_DIM], q_smem)
-    tma.store_wait(pendings=0)
+    _store_rows((dq * sm_scale).to(gl.bfloat16), q_smem, dq_desc, dq_ptr, row0, head * HEAD_DIM,
+                row_end, H_Q * HEAD_DIM, DOC_TILES)
 
 
 @gluon.jit
 def _attn_bwd_dq_hopper_kernel(
-    q_desc, k_desc, v_desc, do_desc, dq_desc, lse_ptr, delta_ptr, seg_start_ptr, order_ptr,
-    stride_lh, total, c, sm_scale,
+    q_desc, k_desc, v_desc, do_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr,
+    seg_end_ptr, order_ptr, stride_lh, total, c, sm_scale,
     H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr,
+    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, DOC_TILES: gl.constexpr,
+    num_warps: gl.constexpr,
 ):
     """dQ = sm_scale * sum over key tiles of dS K, dS = P (dP - delta), P = exp2(S c - lse2),
     with the tiles, masking and bf16 rounding of dS of kernels.attention._attn_bwd_dq_kernel.
-    Grid (Hq, query tiles in launch order); descriptors over [T, H * D] views."""
-    head, kv_col, start_m, lo, full_lo, full_hi, hi = _query_program(
-        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N)
+    Grid (Hq, query tiles in launch order); descriptors over [T, H * D] views; dq_ptr: dQ's
+    base (DOC_TILES' partial tiles: _store_rows)."""
+    entry = gl.load(order_ptr + gl.program_id(1))
+    if DOC_TILES:
+        if entry < 0:  # past the last tile
+            return
+    head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _query_program(
+        entry, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N,
+        DOC_TILES)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
     do_smem = gl.allocate_shared_memory(do_desc.dtype, do_desc.block_type.shape, do_desc.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -872,12 +961,14 @@ def _attn_bwd_dq_hopper_kernel(
     tma_load(q_desc, [start_m, head * HEAD_DIM], q_bar, q_smem)
     tma_load(do_desc, [start_m, head * HEAD_DIM], q_bar, do_smem)
     for st in gl.static_range(STAGES - 1):  # the first step loads tile STAGES - 1
-        _issue_tile(k_desc, k_smem, k_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
-        _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES)
+        _issue_tile(k_desc, k_smem, k_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES, False,
+                    key0)
+        _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES, False,
+                    key0)
     _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_bars, k_desc, v_desc,
-             dq_desc, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c, sm_scale, head,
-             kv_col, start_m, lo, full_lo, full_hi, hi, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
-             num_warps, False)
+             dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c, sm_scale,
+             head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi, BLOCK_M, BLOCK_N,
+             HEAD_DIM, STAGES, num_warps, False, H_Q, DOC_TILES)
 
 
 # Warp-specialized dQ kernel (FLAMIA_GLUON_DQ=ws, the default): as the warp-specialized forward,
@@ -889,7 +980,7 @@ DQ_WS_PRODUCER_REGS = 40
 
 @gluon.jit
 def _dq_ws_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem, v_smem,
-                    k_bars, v_bars, kv_empty, head, kv_col, start_m, lo, hi,
+                    k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo, hi,
                     HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
     """The TMA producer warp: each consumer's Q and dO halves, then K_n and V_n into slot
     (n - lo) % STAGES once both consumers have released it."""
@@ -903,23 +994,29 @@ def _dq_ws_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_
         # A fresh mbarrier counts as having completed the phase before its first: the first
         # round's waits (parity 1) pass at once.
         mbarrier.wait(kv_empty.index(i % STAGES), ((i // STAGES) & 1) ^ 1)
-        _issue_tile(k_desc, k_smem, k_bars, n, i, hi, kv_col, BLOCK_N, STAGES)
-        _issue_tile(v_desc, v_smem, v_bars, n, i, hi, kv_col, BLOCK_N, STAGES)
+        _issue_tile(k_desc, k_smem, k_bars, n, i, hi, kv_col, BLOCK_N, STAGES, False, key0)
+        _issue_tile(v_desc, v_smem, v_bars, n, i, hi, kv_col, BLOCK_N, STAGES, False, key0)
 
 
 @gluon.jit
 def _attn_bwd_dq_hopper_ws_kernel(
-    q_desc, k_desc, v_desc, do_desc, dq_desc, lse_ptr, delta_ptr, seg_start_ptr, order_ptr,
-    stride_lh, total, c, sm_scale, H_Q: gl.constexpr, H_KV: gl.constexpr,
-    HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+    q_desc, k_desc, v_desc, do_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr,
+    seg_end_ptr, order_ptr, stride_lh, total, c, sm_scale, H_Q: gl.constexpr,
+    H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DOC_TILES: gl.constexpr,
+    num_warps: gl.constexpr,
 ):
     """_attn_bwd_dq_hopper_kernel's function with warp specialization; grid (Hq, 128-row query
     tiles in launch order), num_warps = 4 (the default partition); q/do/dq descriptors with
     64-row blocks (one per consumer), k/v with BLOCK_N rows."""
     HALF: gl.constexpr = q_desc.block_type.shape[0]
-    head, kv_col, start_m, lo, full_lo, full_hi, hi = _query_program(
-        order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF, BLOCK_N)
+    entry = gl.load(order_ptr + gl.program_id(1))
+    if DOC_TILES:
+        if entry < 0:  # past the last tile
+            return
+    head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _query_program(
+        entry, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF, BLOCK_N,
+        DOC_TILES)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape,
                                        q_desc.layout)
     do_smem = gl.allocate_shared_memory(do_desc.dtype, [2] + do_desc.block_type.shape,
@@ -934,15 +1031,17 @@ def _attn_bwd_dq_hopper_ws_kernel(
     fence_async_shared()
     gl.warp_specialize([
         (_dq_rows, (q_smem.index(0), do_smem.index(0), q_bars.index(0), k_smem, v_smem, k_bars,
-                    v_bars, kv_empty, k_desc, v_desc, dq_desc, lse_ptr, delta_ptr,
-                    seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col, start_m, lo,
-                    full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4, True)),
+                    v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr,
+                    seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col, start_m,
+                    row_end, key0, lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4,
+                    True, H_Q, DOC_TILES)),
         (_dq_rows, (q_smem.index(1), do_smem.index(1), q_bars.index(1), k_smem, v_smem, k_bars,
-                    v_bars, kv_empty, k_desc, v_desc, dq_desc, lse_ptr, delta_ptr,
+                    v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr,
                     seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col, start_m + HALF,
-                    lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4, True)),
+                    row_end, key0, lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4,
+                    True, H_Q, DOC_TILES)),
         (_dq_ws_producer, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem,
-                           v_smem, k_bars, v_bars, kv_empty, head, kv_col, start_m, lo, hi,
+                           v_smem, k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo, hi,
                            HEAD_DIM, BLOCK_N, STAGES)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
@@ -1003,21 +1102,23 @@ def dkdv_lse_mode() -> str:
 
 
 @gluon.jit
-def _pair_coords(j, nq, lo, head0, BLOCK_M: gl.constexpr):
+def _pair_coords(j, nq, lo, head0, BLOCK_M: gl.constexpr, query0=0):
     """(query head, first token) of the j-th (query head, query tile) pair a dK/dV program
-    visits: heads from head0 outer, tiles lo .. lo + nq - 1 inner."""
+    visits: heads from head0 outer, tiles lo .. lo + nq - 1 inner (tile m's first row:
+    query0 + m * BLOCK_M, see _key_program)."""
     g = j // nq
-    return head0 + g, (lo + j - g * nq) * BLOCK_M
+    return head0 + g, query0 + (lo + j - g * nq) * BLOCK_M
 
 
 @gluon.jit
 def _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, j, count, nq, lo, head0,
-                      HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
+                      HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+                      query0=0):
     """TMA loads of Q and dO for the j-th pair the program visits (_pair_coords) into ring slot
     j % STAGES; none from j = count on."""
     slot = j % STAGES
     pred = j < count
-    head, row = _pair_coords(j, nq, lo, head0, BLOCK_M)
+    head, row = _pair_coords(j, nq, lo, head0, BLOCK_M, query0)
     col = head * HEAD_DIM
     mbarrier.expect(q_bars.index(slot), q_desc.block_type.nbytes, pred=pred)
     tma_load(q_desc, [row, col], q_bars.index(slot), q_smem.index(slot), pred=pred)
@@ -1064,7 +1165,7 @@ def _dq_add(dq, dqa_ptr, sem_ptr, seg_start_ptr, m, head, tile, n_qtiles, total,
 def _dkdv_step(dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
                r_bars, q_desc, do_desc, lse_src, delta_src, dqa_ptr, sem_ptr, seg_start_ptr,
                s_zero, c, rc, offs_n, seg_end_n, m, i, count, nq, lo, head0, head, tile,
-               n_qtiles, stride_lh, total, qdo_empty, MASKED: gl.constexpr,
+               n_qtiles, stride_lh, total, qdo_empty, query0, MASKED: gl.constexpr,
                HEAD_DIM: gl.constexpr, H_Q: gl.constexpr, BLOCK_M: gl.constexpr,
                BLOCK_N: gl.constexpr, STAGES: gl.constexpr, DEFER: gl.constexpr,
                FUSE_DQ: gl.constexpr, ORDERED: gl.constexpr, WS: gl.constexpr,
@@ -1080,7 +1181,8 @@ def _dkdv_step(dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_b
     producer warp fills the ring; the slot is released (qdo_empty) once this step's MMAs are
     done (neither DEFER nor FUSE_DQ). lse_src, delta_src: lse2 and delta [Hq, T] in global
     memory, loaded here, or (LSE_TMA, WS only) their rings of [1, BLOCK_M] tiles in shared
-    memory, which the producer fills by TMA with the pair's Q and dO (r_bars)."""
+    memory, which the producer fills by TMA with the pair's Q and dO (r_bars). Query tile m's
+    first row: query0 + m * BLOCK_M (see _key_program)."""
     slot = i % STAGES
     if not WS:
         # Refill the ring with the pair PREFETCH steps ahead, into the slot of pair i - 1
@@ -1089,8 +1191,8 @@ def _dkdv_step(dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_b
         PREFETCH: gl.constexpr = STAGES - 2 if DEFER else STAGES - 1
         cta_barrier()
         _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, i + PREFETCH,
-                          count, nq, lo, head0, HEAD_DIM, BLOCK_M, STAGES)
-    offs_m = m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
+                          count, nq, lo, head0, HEAD_DIM, BLOCK_M, STAGES, query0)
+    offs_m = query0 + m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
     if LSE_TMA:  # loaded ahead by the producer: no global-load latency before the first MMA
         mbarrier.wait(r_bars.index(slot), (i // STAGES) & 1)
         cols: gl.constexpr = gl.SliceLayout(0, s_layout)
@@ -1153,23 +1255,36 @@ def _dkdv_step(dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_b
 
 
 @gluon.jit
-def _key_program(order_ptr, seg_end_ptr, total, H_Q: gl.constexpr, H_KV: gl.constexpr,
-                 HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
-    """The key tile this program owns (grid (Hkv, key tiles in launch order)) and the query
-    tiles that see it, as kernels.attention._attn_bwd_dkdv_kernel: [lo, full_lo) diagonal
-    (masked), [full_lo, full_hi) unmasked, [full_hi, hi) reaching past the first key's segment
-    (masked); nq of them per query head, count = G * nq (query head, tile) pairs from query head
-    head0 on. Scalars only, so that any partition can compute them."""
+def _key_program(tile, seg_start_ptr, seg_end_ptr, total, H_Q: gl.constexpr,
+                 H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                 BLOCK_N: gl.constexpr, DOC_TILES: gl.constexpr):
+    """The key tile this program owns (grid (Hkv, key tiles in launch order); ``tile``: its
+    entry of the launch order, >= 0), its first key, the end of its keys (key_end: keys from
+    there on are not its own) and the query tiles that see it, query tile m holding rows
+    query0 + m * BLOCK_M .., as kernels.attention._attn_bwd_dkdv_kernel: [lo, full_lo)
+    diagonal (masked), [full_lo, full_hi) unmasked, [full_hi, hi) reaching past the first key's
+    segment (masked); nq of them per query head, count = G * nq (query head, tile) pairs from
+    query head head0 on. Grid tiles: tile is the tile's index, query0 = 0, key_end = total.
+    Doc tiles (DOC_TILES, kernels.attention.doc_tiles): tile is the first key, query0 its
+    segment's start, key_end its segment's end. Scalars only, so that any partition can
+    compute them."""
     kv_head = gl.program_id(0)
-    tile = gl.load(order_ptr + gl.program_id(1))
-    start_n = tile * BLOCK_N
-    last_key = gl.minimum(start_n + BLOCK_N, total) - 1
-    lo = start_n // BLOCK_M
-    hi = gl.cdiv(gl.load(seg_end_ptr + last_key), BLOCK_M)
-    full_lo = gl.minimum(gl.cdiv(last_key, BLOCK_M), hi)
-    full_hi = gl.maximum(gl.minimum(gl.load(seg_end_ptr + start_n) // BLOCK_M, hi), full_lo)
+    if DOC_TILES:
+        start_n = tile
+        key_end = gl.load(seg_end_ptr + tile)
+        query0 = gl.load(seg_start_ptr + tile)
+    else:
+        start_n = tile * BLOCK_N
+        key_end = total
+        query0 = 0
+    last_key = gl.minimum(start_n + BLOCK_N, key_end) - 1
+    lo = (start_n - query0) // BLOCK_M
+    hi = gl.cdiv(gl.load(seg_end_ptr + last_key) - query0, BLOCK_M)
+    full_lo = gl.minimum(gl.cdiv(last_key - query0, BLOCK_M), hi)
+    full_hi = gl.maximum(gl.minimum((gl.load(seg_end_ptr + start_n) - query0) // BLOCK_M, hi),
+                         full_lo)
     nq = hi - lo
-    return (tile, start_n, kv_head * HEAD_DIM, lo, full_lo, full_hi, hi, nq,
+    return (start_n, key_end, query0, kv_head * HEAD_DIM, lo, full_lo, full_hi, hi, nq,
             (H_Q // H_KV) * nq, kv_head * (H_Q // H_KV))
 
 
@@ -1177,15 +1292,19 @@ def _key_program(order_ptr, seg_end_ptr, total, H_Q: gl.constexpr, H_KV: gl.cons
 def _dkdv_rows(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars, r_bars,
                qdo_empty, q_desc, do_desc, dk_desc, dv_desc, lse_src, delta_src, dqa_ptr,
                sem_ptr, seg_start_ptr, seg_end_ptr, n_qtiles, stride_lh, total, c, sm_scale,
-               kv_col, row0, tile, lo, full_lo, full_hi, hi, count, nq, head0,
-               ROWS: gl.constexpr, HEAD_DIM: gl.constexpr, H_Q: gl.constexpr, G: gl.constexpr,
-               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-               DEFER: gl.constexpr, FUSE_DQ: gl.constexpr, ORDERED: gl.constexpr,
-               WARPS: gl.constexpr, WS: gl.constexpr, LSE_TMA: gl.constexpr):
+               kv_col, row0, tile, lo, full_lo, full_hi, hi, count, nq, head0, key_end, query0,
+               dk_ptr, dv_ptr, ROWS: gl.constexpr, HEAD_DIM: gl.constexpr, H_Q: gl.constexpr,
+               G: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+               STAGES: gl.constexpr, DEFER: gl.constexpr, FUSE_DQ: gl.constexpr,
+               ORDERED: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr,
+               LSE_TMA: gl.constexpr, DOC_TILES: gl.constexpr):
     """dK, dV of keys row0 .. row0 + ROWS - 1 (K and V in k_smem / v_smem once kv_bar
     completes; WARPS / 4 warpgroups of 64 keys) over the (query head, query tile) pairs of the
     ring, written by TMA stores through k_smem / v_smem. WS: one consumer partition of the
-    warp-specialized kernel. lse_src, delta_src, r_bars, LSE_TMA: see _dkdv_step."""
+    warp-specialized kernel. lse_src, delta_src, r_bars, LSE_TMA: see _dkdv_step. key_end,
+    query0, DOC_TILES: see _key_program; a doc tile's keys from key_end on are another
+    document's, and a tile reaching there is stored from registers (dk_ptr, dv_ptr: contiguous
+    [T, Hkv, D]) with a row mask."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_M, 16])
     dkv_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -1196,7 +1315,7 @@ def _dkdv_rows(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars
         instr_shape=[16, HEAD_DIM // (WARPS // 4), 16])
 
     offs_n = row0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
-    seg_end_n = gl.load(seg_end_ptr + offs_n, mask=offs_n < total, other=0)
+    seg_end_n = gl.load(seg_end_ptr + offs_n, mask=offs_n < key_end, other=0)
     dk = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=dkv_layout)
     dv = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=dkv_layout)
     pt_op = gl.zeros([ROWS, BLOCK_M], gl.bfloat16, layout=op_layout)
@@ -1213,21 +1332,24 @@ def _dkdv_rows(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars
                 dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
                 r_bars, q_desc, do_desc, lse_src, delta_src, dqa_ptr, sem_ptr, seg_start_ptr,
                 s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
-                n_qtiles, stride_lh, total, qdo_empty, True, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
+                n_qtiles, stride_lh, total, qdo_empty, query0, True, HEAD_DIM, H_Q, BLOCK_M,
+                BLOCK_N, STAGES,
                 DEFER, FUSE_DQ, ORDERED, WS, LSE_TMA, s_layout, op_layout, dq_layout)
         for m in range(full_lo, full_hi):
             dk, dv, pt_op, dst = _dkdv_step(
                 dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
                 r_bars, q_desc, do_desc, lse_src, delta_src, dqa_ptr, sem_ptr, seg_start_ptr,
                 s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
-                n_qtiles, stride_lh, total, qdo_empty, False, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
+                n_qtiles, stride_lh, total, qdo_empty, query0, False, HEAD_DIM, H_Q, BLOCK_M,
+                BLOCK_N, STAGES,
                 DEFER, FUSE_DQ, ORDERED, WS, LSE_TMA, s_layout, op_layout, dq_layout)
         for m in range(full_hi, hi):
             dk, dv, pt_op, dst = _dkdv_step(
                 dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_bars, do_bars,
                 r_bars, q_desc, do_desc, lse_src, delta_src, dqa_ptr, sem_ptr, seg_start_ptr,
                 s_zero, c, rc, offs_n, seg_end_n, m, base + m, count, nq, lo, head0, head, tile,
-                n_qtiles, stride_lh, total, qdo_empty, True, HEAD_DIM, H_Q, BLOCK_M, BLOCK_N, STAGES,
+                n_qtiles, stride_lh, total, qdo_empty, query0, True, HEAD_DIM, H_Q, BLOCK_M,
+                BLOCK_N, STAGES,
                 DEFER, FUSE_DQ, ORDERED, WS, LSE_TMA, s_layout, op_layout, dq_layout)
     if DEFER:
         dk, dv, pt_op, dst = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv, pt_op, dst))
@@ -1237,6 +1359,21 @@ def _dkdv_rows(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars
     # slots are this partition's alone.
     if not WS:
         cta_barrier()
+    if DOC_TILES:
+        if row0 + ROWS > key_end:
+            _store_rows_masked((dk * sm_scale).to(gl.bfloat16), dk_ptr, row0, kv_col, key_end,
+                               (H_Q // G) * HEAD_DIM)
+            _store_rows_masked(dv.to(gl.bfloat16), dv_ptr, row0, kv_col, key_end,
+                               (H_Q // G) * HEAD_DIM)
+        else:
+            _store_dk_dv(dk, dv, sm_scale, k_smem, v_smem, dk_desc, dv_desc, row0, kv_col)
+    else:
+        _store_dk_dv(dk, dv, sm_scale, k_smem, v_smem, dk_desc, dv_desc, row0, kv_col)
+
+
+@gluon.jit
+def _store_dk_dv(dk, dv, sm_scale, k_smem, v_smem, dk_desc, dv_desc, row0, kv_col):
+    """sm_scale dK and dV in bf16 by TMA stores through K's and V's tiles."""
     k_smem.store((dk * sm_scale).to(gl.bfloat16))
     v_smem.store(dv.to(gl.bfloat16))
     fence_async_shared()
@@ -1258,10 +1395,12 @@ def _attn_bwd_dkdv_hopper_kernel(
     kernels.attention._attn_bwd_dkdv_kernel (BF16). FUSE_DQ: also adds dS K into dqa (fp32
     [T, Hq, D], unscaled), ORDERED with the counters sem [Hq, n_qtiles] (zeroed by the caller).
     Grid (Hkv, key tiles in launch order); descriptors over [T, H * D] views (Q, dO: BLOCK_M
-    rows; K, V, dK, dV: BLOCK_N rows)."""
+    rows; K, V, dK, dV: BLOCK_N rows). Grid tiles only (doc tiles: the warp-specialized
+    kernel)."""
     PREFETCH: gl.constexpr = STAGES - 2 if DEFER else STAGES - 1
-    tile, start_n, kv_col, lo, full_lo, full_hi, hi, nq, count, head0 = _key_program(
-        order_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N)
+    tile = gl.load(order_ptr + gl.program_id(1))
+    start_n, key_end, query0, kv_col, lo, full_lo, full_hi, hi, nq, count, head0 = _key_program(
+        tile, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N, False)
 
     k_smem = gl.allocate_shared_memory(k_desc.dtype, k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(v_desc.dtype, v_desc.block_type.shape, v_desc.layout)
@@ -1285,9 +1424,9 @@ def _attn_bwd_dkdv_hopper_kernel(
     _dkdv_rows(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars, q_bars,
                q_bars, q_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr, dqa_ptr, sem_ptr,
                seg_start_ptr, seg_end_ptr, n_qtiles, stride_lh, total, c, sm_scale, kv_col,
-               start_n, tile, lo, full_lo, full_hi, hi, count, nq, head0, BLOCK_N, HEAD_DIM,
-               H_Q, H_Q // H_KV, BLOCK_M, BLOCK_N, STAGES, DEFER, FUSE_DQ, ORDERED, num_warps,
-               False, False)
+               start_n, tile, lo, full_lo, full_hi, hi, count, nq, head0, key_end, query0, lse_ptr,
+               lse_ptr, BLOCK_N, HEAD_DIM, H_Q, H_Q // H_KV, BLOCK_M, BLOCK_N, STAGES, DEFER,
+               FUSE_DQ, ORDERED, num_warps, False, False, False)
 
 
 # Warp-specialized dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,ws; the default): the 128 keys of a tile are two
@@ -1302,8 +1441,9 @@ DKDV_WS_PRODUCER_REGS = 24
 @gluon.jit
 def _dkdv_ws_producer(k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem,
                       kv_bars, q_smem, do_smem, lse_smem, delta_smem, q_bars, do_bars, r_bars,
-                      qdo_empty, start_n, kv_col, count, nq, lo, head0, HEAD_DIM: gl.constexpr,
-                      BLOCK_M: gl.constexpr, STAGES: gl.constexpr, LSE_TMA: gl.constexpr):
+                      qdo_empty, start_n, kv_col, count, nq, lo, head0, query0,
+                      HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+                      LSE_TMA: gl.constexpr):
     """The TMA producer warp: each consumer's K and V halves, then the (query head, query tile)
     pairs' Q and dO (and with LSE_TMA their lse2 and delta, [1, BLOCK_M] tiles of [Hq, T]: zeros
     past the last token) into slot j % STAGES once both consumers have released it."""
@@ -1317,10 +1457,10 @@ def _dkdv_ws_producer(k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, k_s
         # round's waits (parity 1) pass at once.
         mbarrier.wait(qdo_empty.index(j % STAGES), ((j // STAGES) & 1) ^ 1)
         _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, j, count, nq, lo,
-                          head0, HEAD_DIM, BLOCK_M, STAGES)
+                          head0, HEAD_DIM, BLOCK_M, STAGES, query0)
         if LSE_TMA:
             slot = j % STAGES
-            head, row = _pair_coords(j, nq, lo, head0, BLOCK_M)
+            head, row = _pair_coords(j, nq, lo, head0, BLOCK_M, query0)
             mbarrier.expect(r_bars.index(slot), 2 * lse_desc.block_type.nbytes)
             tma_load(lse_desc, [head, row], r_bars.index(slot), lse_smem.index(slot))
             tma_load(delta_desc, [head, row], r_bars.index(slot), delta_smem.index(slot))
@@ -1328,20 +1468,26 @@ def _dkdv_ws_producer(k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, k_s
 
 @gluon.jit
 def _attn_bwd_dkdv_hopper_ws_kernel(
-    q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr, lse_desc, delta_desc,
-    seg_end_ptr, order_ptr, seg_start_ptr, stride_lh, total, c, sm_scale, H_Q: gl.constexpr,
-    H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
-    LSE_TMA: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-    num_warps: gl.constexpr,
+    q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, dk_ptr, dv_ptr, lse_ptr, delta_ptr,
+    lse_desc, delta_desc, seg_end_ptr, order_ptr, seg_start_ptr, stride_lh, total, c, sm_scale,
+    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+    STAGES: gl.constexpr, LSE_TMA: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+    PRODUCER_REGS: gl.constexpr, DOC_TILES: gl.constexpr, num_warps: gl.constexpr,
 ):
     """_attn_bwd_dkdv_hopper_kernel's function (no fused dQ) with warp specialization; grid
     (Hkv, 128-key tiles in launch order), num_warps = 4 (the default partition); k/v/dk/dv
     descriptors with 64-row blocks (one per consumer), q/do with BLOCK_M rows. LSE_TMA: lse2 and
     delta come by TMA (lse_desc, delta_desc over [Hq, T], [1, BLOCK_M] blocks) with each pair's
-    Q and dO instead of the consumers' global loads (lse_ptr, delta_ptr): the same values."""
+    Q and dO instead of the consumers' global loads (lse_ptr, delta_ptr): the same values.
+    DOC_TILES: see _key_program (dk_ptr, dv_ptr: dK's and dV's bases, for partial tiles)."""
     HALF: gl.constexpr = k_desc.block_type.shape[0]
-    tile, start_n, kv_col, lo, full_lo, full_hi, hi, nq, count, head0 = _key_program(
-        order_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, 2 * HALF)
+    tile = gl.load(order_ptr + gl.program_id(1))
+    if DOC_TILES:
+        if tile < 0:  # past the last tile
+            return
+    start_n, key_end, query0, kv_col, lo, full_lo, full_hi, hi, nq, count, head0 = _key_program(
+        tile, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, 2 * HALF,
+        DOC_TILES)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [2] + k_desc.block_type.shape,
                                        k_desc.layout)
     v_smem = gl.allocate_shared_memory(v_desc.dtype, [2] + v_desc.block_type.shape,
@@ -1363,23 +1509,32 @@ def _attn_bwd_dkdv_hopper_ws_kernel(
         r_bars = q_bars
     fence_async_shared()
     G: gl.constexpr = H_Q // H_KV
+    # Grid tiles: constants, so that the partitions keep no registers for them (ptxas spilled
+    # 16 more bytes per thread with these values live to the epilogue).
+    if not DOC_TILES:
+        key_end = total
+        query0 = 0
+        dk_ptr = 0
+        dv_ptr = 0
     gl.warp_specialize([
         (_dkdv_rows, (k_smem.index(0), v_smem.index(0), kv_bars.index(0), q_smem, do_smem,
                       k_smem, q_bars, do_bars, r_bars, qdo_empty, q_desc, do_desc, dk_desc,
                       dv_desc, lse_src, delta_src, lse_ptr, seg_end_ptr, seg_start_ptr,
                       seg_end_ptr, 0, stride_lh, total, c, sm_scale, kv_col, start_n, tile, lo,
-                      full_lo, full_hi, hi, count, nq, head0, HALF, HEAD_DIM, H_Q, G, BLOCK_M,
-                      2 * HALF, STAGES, False, False, False, 4, True, LSE_TMA)),
+                      full_lo, full_hi, hi, count, nq, head0, key_end, query0, dk_ptr, dv_ptr,
+                      HALF, HEAD_DIM, H_Q, G, BLOCK_M, 2 * HALF, STAGES, False, False, False, 4,
+                      True, LSE_TMA, DOC_TILES)),
         (_dkdv_rows, (k_smem.index(1), v_smem.index(1), kv_bars.index(1), q_smem, do_smem,
                       k_smem, q_bars, do_bars, r_bars, qdo_empty, q_desc, do_desc, dk_desc,
                       dv_desc, lse_src, delta_src, lse_ptr, seg_end_ptr, seg_start_ptr,
                       seg_end_ptr, 0, stride_lh, total, c, sm_scale, kv_col, start_n + HALF,
-                      tile, lo, full_lo, full_hi, hi, count, nq, head0, HALF, HEAD_DIM, H_Q, G,
-                      BLOCK_M, 2 * HALF, STAGES, False, False, False, 4, True, LSE_TMA)),
+                      tile, lo, full_lo, full_hi, hi, count, nq, head0, key_end, query0, dk_ptr,
+                      dv_ptr, HALF, HEAD_DIM, H_Q, G, BLOCK_M, 2 * HALF, STAGES, False, False,
+                      False, 4, True, LSE_TMA, DOC_TILES)),
         (_dkdv_ws_producer, (k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, k_smem,
                              v_smem, kv_bars, q_smem, do_smem, lse_src, delta_src, q_bars,
                              do_bars, r_bars, qdo_empty, start_n, kv_col, count, nq, lo, head0,
-                             HEAD_DIM, BLOCK_M, STAGES, LSE_TMA)),
+                             query0, HEAD_DIM, BLOCK_M, STAGES, LSE_TMA)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -1796,8 +1951,9 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
     rows [Hq, T, 4] (lse2, delta, sQ, sdO) with [1, BLOCK_M, 4] blocks; skv [Hkv, T, 2] (sK, sV);
     dk, dv contiguous [T, Hkv, D] bf16."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    tile, start_n, kv_col, lo, full_lo, full_hi, hi, nq, count, head0 = _key_program(
-        order_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N)
+    start_n, _, _, kv_col, lo, full_lo, full_hi, hi, nq, count, head0 = _key_program(
+        gl.load(order_ptr + gl.program_id(1)), seg_end_ptr, seg_end_ptr, total, H_Q, H_KV,
+        HEAD_DIM, BLOCK_M, BLOCK_N, False)
     skv_ptr = skv_ptr + (kv_col // HEAD_DIM) * stride_skh
     k_smem = gl.allocate_shared_memory(k_desc.dtype, k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(v_desc.dtype, v_desc.block_type.shape, v_desc.layout)
@@ -1903,10 +2059,12 @@ def supports(fp8: tuple[str, ...] = (), **tensors: torch.Tensor) -> str | None:
     return None
 
 
-def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse):
+def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse, seg_end=None,
+                         doc_tiles=False):
     """Writes O [T, Hq, D] bf16 and lse2 [Hq, T] float32 (allocated by the caller,
     kernels.attention.attention_fwd), as the triton BF16 forward does; order_fwd: launch order
-    of the query tiles of config()'s BLOCK_M."""
+    of the query tiles of config()'s BLOCK_M (doc_tiles: their first rows, see
+    kernels.attention.doc_tiles; seg_end needed)."""
     why = supports(q=q, k=k, v=v)
     if why is not None:
         raise ValueError(why)
@@ -1915,21 +2073,31 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse):
     assert lse.shape == (hq, total) and lse.stride(1) == 1, "lse: [Hq, T], unit stride along T"
     (block_m, block_n, warps, stages), mode = _fwd_setting()
     grid = (hq, order_fwd.numel())
+    seg_end = _seg_end(seg_end, doc_tiles)
     if mode:
         half = block_m // 2
         _attn_fwd_hopper_ws_kernel[grid](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
-            _rows_view(o, half), lse, seg_start, order_fwd, lse.stride(0), total,
+            _rows_view(o, half), o, lse, seg_start, seg_end, order_fwd, lse.stride(0), total,
             softmax_scale * LOG2E, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n,
             STAGES=stages, PINGPONG=mode == "pingpong", CONSUMER_REGS=WS_CONSUMER_REGS,
-            PRODUCER_REGS=WS_PRODUCER_REGS, num_warps=4)
+            PRODUCER_REGS=WS_PRODUCER_REGS, DOC_TILES=doc_tiles, num_warps=4)
         return o, lse
     _attn_fwd_hopper_kernel[grid](
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
-        _rows_view(o, block_m), lse, seg_start, order_fwd, lse.stride(0), total,
+        _rows_view(o, block_m), o, lse, seg_start, seg_end, order_fwd, lse.stride(0), total,
         softmax_scale * LOG2E, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_M=block_m,
-        BLOCK_N=block_n, STAGES=stages, num_warps=warps)
+        BLOCK_N=block_n, STAGES=stages, DOC_TILES=doc_tiles, num_warps=warps)
     return o, lse
+
+
+def _seg_end(seg_end, doc_tiles):
+    """The per-token segment ends a doc-tile launch reads (grid tiles read none: any tensor)."""
+    if seg_end is None:
+        if doc_tiles:
+            raise ValueError("doc tiles (FLAMIA_TILES=doc) need seg_end")
+        return torch.empty(1, dtype=torch.int32)
+    return seg_end
 
 
 def attention_fwd8_hopper(q8, k8, vt8, sq, skv, seg_start, order_fwd, softmax_scale, o, lse):
@@ -1964,10 +2132,11 @@ def attention_fwd8_hopper(q8, k8, vt8, sq, skv, seg_start, order_fwd, softmax_sc
     return o, lse
 
 
-def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_scale, dq):
+def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_scale, dq,
+                        seg_end=None, doc_tiles=False):
     """Writes dQ (bf16, caller-allocated, contiguous) as kernels.attention's dQ kernel does;
     lse2, delta: [Hq, T] float32 with unit stride along T; order_dq: launch order of the
-    DQ_CONFIG[0]-query tiles."""
+    DQ_CONFIG[0]-query tiles (doc_tiles: see attention_fwd_hopper)."""
     why = supports(q=q, k=k, v=v, do=do)
     if why is not None:
         raise ValueError(why)
@@ -1975,31 +2144,35 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
     assert dq.shape == q.shape and dq.is_contiguous(), "dq: contiguous [T, Hq, D]"
     assert lse.stride(1) == 1 and delta.stride(1) == 1 and lse.stride(0) == delta.stride(0)
     block_m, block_n, warps, stages = DQ_CONFIG
+    seg_end = _seg_end(seg_end, doc_tiles)
     if dq_mode() == "ws":
         half = block_m // 2
         _attn_bwd_dq_hopper_ws_kernel[(hq, order_dq.numel())](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
-            _rows_view(do, half), _rows_view(dq, half), lse, delta, seg_start, order_dq,
-            lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=k.shape[1],
-            HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=DQ_WS_CONSUMER_REGS,
-            PRODUCER_REGS=DQ_WS_PRODUCER_REGS, num_warps=4)
+            _rows_view(do, half), _rows_view(dq, half), dq, lse, delta, seg_start, seg_end,
+            order_dq, lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq,
+            H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages,
+            CONSUMER_REGS=DQ_WS_CONSUMER_REGS, PRODUCER_REGS=DQ_WS_PRODUCER_REGS,
+            DOC_TILES=doc_tiles, num_warps=4)
         return dq
     _attn_bwd_dq_hopper_kernel[(hq, order_dq.numel())](
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
-        _rows_view(do, block_m), _rows_view(dq, block_m), lse, delta, seg_start, order_dq,
-        lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=k.shape[1],
-        HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages, num_warps=warps)
+        _rows_view(do, block_m), _rows_view(dq, block_m), dq, lse, delta, seg_start, seg_end,
+        order_dq, lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq,
+        H_KV=k.shape[1], HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages,
+        DOC_TILES=doc_tiles, num_warps=warps)
     return dq
 
 
 def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkdv,
-                          softmax_scale, dk, dv, dqa=None, sem=None):
+                          softmax_scale, dk, dv, dqa=None, sem=None, doc_tiles=False):
     """Writes dK, dV (bf16, caller-allocated, contiguous [T, Hkv, D]) as kernels.attention's BF16
     dK/dV kernel does; lse2, delta: [Hq, T] float32 with unit stride along T; order_dkdv: launch
     order of the DKDV_CONFIG[1]-key tiles. With ``dqa`` (fp32 [T, Hq, D], contiguous, zeroed)
     and ``sem`` (int32 [Hq, >= cdiv(T, DKDV_CONFIG[0])], zeroed): also adds dS K (dQ before
     the softmax scale) into dqa, in key-tile order (FLAMIA_DQ=fused; order_dkdv must then be
-    ops._ordered_longest_first's)."""
+    ops._ordered_longest_first's). doc_tiles (kernels.attention.doc_tiles): order_dkdv holds
+    the key tiles' first keys; the warp-specialized kernel only."""
     why = supports(q=q, k=k, v=v, do=do)
     if why is not None:
         raise ValueError(why)
@@ -2009,6 +2182,9 @@ def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkd
     block_m, block_n, warps, _ = DKDV_CONFIG
     fuse_dq = dqa is not None
     stages, defer, unordered, ws = dkdv_pipeline(fuse_dq)
+    if doc_tiles and not ws:
+        raise ValueError("doc tiles (FLAMIA_TILES=doc) run with the warp-specialized dK/dV "
+                         "kernel; accepted with them: FLAMIA_GLUON_DKDV unset or S,0,ws")
     if ws:
         if fuse_dq:
             raise ValueError("FLAMIA_GLUON_DKDV=...,ws does not add dQ (FLAMIA_DQ=fused); "
@@ -2017,12 +2193,12 @@ def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkd
         lse_tma = dkdv_lse_mode() == "tma" and lse.stride(0) % 4 == 0
         _attn_bwd_dkdv_hopper_ws_kernel[(k.shape[1], order_dkdv.numel())](
             _rows_view(q, block_m), _rows_view(k, half), _rows_view(v, half),
-            _rows_view(do, block_m), _rows_view(dk, half), _rows_view(dv, half), lse, delta,
-            *((_vector_view(lse, block_m), _vector_view(delta, block_m)) if lse_tma else
-              (None, None)), seg_end, order_dkdv, seg_start, lse.stride(0), total,
+            _rows_view(do, block_m), _rows_view(dk, half), _rows_view(dv, half), dk, dv, lse,
+            delta, *((_vector_view(lse, block_m), _vector_view(delta, block_m)) if lse_tma else
+                     (None, None)), seg_end, order_dkdv, seg_start, lse.stride(0), total,
             softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d,
             BLOCK_M=block_m, STAGES=stages, LSE_TMA=lse_tma, CONSUMER_REGS=DKDV_WS_CONSUMER_REGS,
-            PRODUCER_REGS=DKDV_WS_PRODUCER_REGS, num_warps=4)
+            PRODUCER_REGS=DKDV_WS_PRODUCER_REGS, DOC_TILES=doc_tiles, num_warps=4)
         return dk, dv
     if fuse_dq:
         assert dqa.shape == q.shape and dqa.is_contiguous() and dqa.dtype == torch.float32
