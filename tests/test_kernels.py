@@ -145,6 +145,21 @@ def test_doc_tiles_cover_each_document_once(lengths, monkeypatch):
     assert work == sorted(work, reverse=True)
 
 
+def test_tile_model_counts_fewer_masked_steps_on_doc_tiles():
+    """bench/tile_model.py: on short documents doc tiles leave fewer masked steps than grid
+    tiles (a grid tile holding two documents masks all of the first one's key tiles); on one
+    document per row both tilings are the same."""
+    from bench.attention import packed_lengths
+    from bench.tile_model import model
+
+    short = model(packed_lengths("u32_1024", 1, 4096), (128, 128), (64, 128), (128, 64))
+    for kernel in ("fwd", "dq", "dkdv"):
+        (gu, gm), (du, dm) = short["grid"][kernel], short["doc"][kernel]
+        assert dm < gm and du + dm < gu + gm, (kernel, short)
+    one = model([4096], (128, 128), (64, 128), (128, 64))
+    assert one["grid"] == one["doc"]
+
+
 def test_tile_mode_rejects_bad_values(monkeypatch):
     monkeypatch.setenv("FLAMIA_TILES", "packed")
     with pytest.raises(ValueError, match="FLAMIA_TILES='packed'; accepted"):

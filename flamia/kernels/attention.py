@@ -990,8 +990,10 @@ def doc_tiles(is_fp8: bool = False) -> bool:
     one segment's, its key tiles start at that segment's start too, and only the diagonal tiles
     are masked; the rows of a segment's last tile that lie past its end belong to the next
     segment and are never stored (that tile's program computes them for nothing). Work model
-    (bench/tile_model.py, CPU): U(32, 1024) needs 17% fewer forward steps and 61% fewer masked
-    ones than on the grid; one document, none fewer. The FP8 recipes keep grid tiles: their
+    (python -m bench.tile_model, CPU, the Gluon kernels' tiles): U(32, 1024) takes 10% fewer
+    forward steps than on the grid, 58% fewer of them masked (dK/dV: 11% and 34% fewer);
+    lognormal 1k 2% and 53% fewer (dK/dV 2%, 23%); one document the same steps. Unmeasured on
+    the H200 so far (bench/h200_session.sh doc). The FP8 recipes keep grid tiles: their
     in-register scale groups are the packed grid's 64-token groups (recipes.Recipe.inreg_group),
     the tiles of their kernels. Doc tiles need separate dQ (FLAMIA_DQ=separate): the fused
     dQ's ordered adds rank key tiles on the grid."""

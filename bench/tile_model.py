@@ -1,0 +1,123 @@
+"""Work model of the tiling (CPU, no GPU): how many (query tile, key tile) steps each BF16 kernel
+program runs on grid tiles and on doc tiles (FLAMIA_TILES, flamia.kernels.attention.doc_tiles),
+and how many of them are masked, for the benchmark's packed workloads (bench/attention.py,
+DESIGN.md section 7). The launch orders are the batch plan's own (flamia.ops.batch_plan, built in
+each mode); the tile ranges are computed from them as the kernels compute them
+(kernels.attention._key_tile_ranges and the dK/dV kernel's query-tile ranges). Steps count
+whole tiles, per head: a step's cost depends on the tile shape and on whether it is masked, so
+the model compares step counts of one kernel across modes, not across kernels.
+
+    python -m bench.tile_model [--dists u32_1024 lognormal_1k ...] [--fwd 128,128] [--dkdv 64,128]
+        [--dq 128,64]
+
+Defaults: the Gluon kernels' tiles (the H200's defaults): forward 128 x 128, dQ 128 x 64,
+dK/dV 64 queries x 128 keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from unittest import mock
+
+import torch
+
+from bench.attention import DISTRIBUTIONS, packed_lengths
+from flamia import ops
+from flamia.kernels import attention as K
+
+
+def _cu(lengths):
+    cu = torch.zeros(len(lengths) + 1, dtype=torch.int64)
+    cu[1:] = torch.cumsum(torch.tensor(lengths), 0)
+    return cu
+
+
+def query_steps(order, seg_start, seg_end, total, block_m, block_n, doc):
+    """(unmasked, masked) steps of the forward / dQ programs of one head."""
+    unmasked = masked = 0
+    for entry in order.tolist():
+        if entry < 0:
+            continue
+        start = entry if doc else entry * block_m
+        row_end = int(seg_end[start]) if doc else total
+        last = min(start + block_m, row_end) - 1
+        if doc:
+            key0 = int(seg_start[start])
+            lo, hi = 0, -(-(last + 1 - key0) // block_n)
+            full_lo, full_hi = 0, min((start - key0 + 1) // block_n, hi)
+        else:
+            lo, hi = int(seg_start[start]) // block_n, -(-(last + 1) // block_n)
+            full_lo = min(-(-int(seg_start[last]) // block_n), hi)
+            full_hi = max(min((start + 1) // block_n, hi), full_lo)
+        unmasked += full_hi - full_lo
+        masked += (hi - lo) - (full_hi - full_lo)
+    return unmasked, masked
+
+
+def key_steps(order, seg_start, seg_end, total, block_m, block_n, doc):
+    """(unmasked, masked) steps of the dK/dV programs of one kv head and one query head."""
+    unmasked = masked = 0
+    for entry in order.tolist():
+        if entry < 0:
+            continue
+        start = entry if doc else entry * block_n
+        key_end = int(seg_end[start]) if doc else total
+        query0 = int(seg_start[start]) if doc else 0
+        last = min(start + block_n, key_end) - 1
+        lo, hi = (start - query0) // block_m, -(-(int(seg_end[last]) - query0) // block_m)
+        full_lo = min(-(-(last - query0) // block_m), hi)
+        full_hi = max(min((int(seg_end[start]) - query0) // block_m, hi), full_lo)
+        unmasked += full_hi - full_lo
+        masked += (hi - lo) - (full_hi - full_lo)
+    return unmasked, masked
+
+
+def model(lengths, fwd, dkdv, dq):
+    total = sum(lengths)
+    cu = _cu(lengths)
+    blocks = {"fwd": fwd, "dkdv": dkdv, "dq": dq}
+    rows = {}
+    for mode in K.TILE_MODES:
+        with mock.patch.dict(os.environ, {"FLAMIA_TILES": mode}), \
+                mock.patch.object(K, "fwd_blocks", lambda d, fp8=False: fwd), \
+                mock.patch.object(K, "bwd_blocks", lambda d, fp8=False: dkdv), \
+                mock.patch.object(K, "dq_blocks", lambda d, fp8=False: dq):
+            plan = ops.batch_plan(cu, total, 128)
+        doc = mode == "doc"
+        ss, se = plan.seg_start, plan.seg_end
+        rows[mode] = {
+            "fwd": query_steps(plan.order_fwd, ss, se, total, *blocks["fwd"], doc),
+            "dq": query_steps(plan.order_dq, ss, se, total, *blocks["dq"], doc),
+            "dkdv": key_steps(plan.order_dkdv, ss, se, total, *blocks["dkdv"], doc),
+            "programs": (int((plan.order_fwd >= 0).sum()), int((plan.order_dkdv >= 0).sum())),
+        }
+    return rows
+
+
+def main(argv=None):
+    pair = lambda text: tuple(int(x) for x in text.split(","))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dists", nargs="+", default=list(DISTRIBUTIONS), choices=DISTRIBUTIONS)
+    ap.add_argument("--rows", type=int, default=4)
+    ap.add_argument("--L", type=int, default=8192)
+    ap.add_argument("--fwd", type=pair, default=(128, 128))
+    ap.add_argument("--dkdv", type=pair, default=(64, 128))
+    ap.add_argument("--dq", type=pair, default=(128, 64))
+    args = ap.parse_args(argv)
+    print(f"# steps per head, B={args.rows} x L={args.L}; tiles: fwd {args.fwd}, "
+          f"dQ {args.dq}, dK/dV {args.dkdv} (queries x keys)")
+    print("| workload | docs | kernel | grid: unmasked + masked | doc: unmasked + masked | "
+          "doc/grid steps | doc/grid masked |")
+    print("|---|---:|---|---:|---:|---:|---:|")
+    for dist in args.dists:
+        lengths = packed_lengths(dist, args.rows, args.L)
+        rows = model(lengths, args.fwd, args.dkdv, args.dq)
+        for kernel in ("fwd", "dq", "dkdv"):
+            (gu, gm), (du, dm) = rows["grid"][kernel], rows["doc"][kernel]
+            print(f"| {dist} | {len(lengths)} | {kernel} | {gu} + {gm} | {du} + {dm} | "
+                  f"{(du + dm) / (gu + gm):.2f} | {dm / max(gm, 1):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
