@@ -372,12 +372,58 @@ def _store_o_lse(acc, m_i, l_i, o_smem, o_desc, lse_ptr, head, stride_lh, offs_m
 
 
 @gluon.jit
+def _drain_ring(bars, empty, count, STAGES: gl.constexpr, second=None, second_empty=None,
+                third=None):
+    """A warp-specialized consumer with no rows of its own (doc tiles: its rows all lie past its
+    document's end) releases each of the ``count`` ring slots it would have read, once the
+    producer has filled it: the slot-empty barriers count both consumers' arrivals, so the other
+    consumer's steps go on. bars / empty: the ring's full / empty barriers; second /
+    second_empty: a second ring's (the forward's V), or None; third: more full barriers of the
+    same slots (the dK/dV kernel's lse2/delta tiles), or None."""
+    for i in range(count):
+        slot = i % STAGES
+        mbarrier.wait(bars.index(slot), (i // STAGES) & 1)
+        if second is not None:
+            mbarrier.wait(second.index(slot), (i // STAGES) & 1)
+        if third is not None:
+            mbarrier.wait(third.index(slot), (i // STAGES) & 1)
+        mbarrier.arrive(empty.index(slot))
+        if second_empty is not None:
+            mbarrier.arrive(second_empty.index(slot))
+
+
+@gluon.jit
 def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k_desc, v_desc,
               o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh, total, c, head, kv_col, row0,
               row_end, key0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr,
               BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
               WARPS: gl.constexpr, WS: gl.constexpr, TURN: gl.constexpr, H_Q: gl.constexpr,
               DOC_TILES: gl.constexpr):
+    """_fwd_rows_of; with doc tiles, a warp-specialized consumer (no ping-pong turns to keep)
+    whose rows all lie past the document's end only releases the ring's slots (_drain_ring)."""
+    if DOC_TILES and WS and TURN == 0:
+        if row0 >= row_end:
+            mbarrier.wait(q_bar, 0)  # its Q half's TMA load lands before the program ends
+            _drain_ring(k_bars, k_empty, hi - lo, STAGES, v_bars, v_empty)
+        else:
+            _fwd_rows_of(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k_desc,
+                         v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh, total, c,
+                         head, kv_col, row0, row_end, key0, lo, full_lo, full_hi, hi, ROWS,
+                         BLOCK_N, HEAD_DIM, STAGES, WARPS, WS, TURN, H_Q, DOC_TILES)
+    else:
+        _fwd_rows_of(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k_desc,
+                     v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh, total, c, head,
+                     kv_col, row0, row_end, key0, lo, full_lo, full_hi, hi, ROWS, BLOCK_N,
+                     HEAD_DIM, STAGES, WARPS, WS, TURN, H_Q, DOC_TILES)
+
+
+@gluon.jit
+def _fwd_rows_of(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k_desc, v_desc,
+                 o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh, total, c, head, kv_col, row0,
+                 row_end, key0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr,
+                 BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+                 WARPS: gl.constexpr, WS: gl.constexpr, TURN: gl.constexpr, H_Q: gl.constexpr,
+                 DOC_TILES: gl.constexpr):
     """The forward of query rows row0 .. row0 + ROWS - 1 of ``head`` (WARPS / 4 warpgroups of
     64 rows) over key tiles lo .. hi - 1 of the ring (Q in q_smem once q_bar completes): O
     through q_smem (_store_rows; o_ptr: O's base), lse2 to lse_ptr; row_end, key0, DOC_TILES:
@@ -891,6 +937,31 @@ def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k
              BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
              WARPS: gl.constexpr, WS: gl.constexpr, H_Q: gl.constexpr,
              DOC_TILES: gl.constexpr):
+    """_dq_rows_of; with doc tiles, a warp-specialized consumer whose rows all lie past the
+    document's end only releases the ring's slots (_drain_ring)."""
+    if DOC_TILES and WS:
+        if row0 >= row_end:
+            mbarrier.wait(q_bar, 0)  # its Q and dO halves land before the program ends
+            _drain_ring(k_bars, kv_empty, hi - lo, STAGES, v_bars)
+        else:
+            _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
+                        v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh,
+                        total, c, sm_scale, head, kv_col, row0, row_end, key0, lo, full_lo,
+                        full_hi, hi, ROWS, BLOCK_N, HEAD_DIM, STAGES, WARPS, WS, H_Q, DOC_TILES)
+    else:
+        _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
+                    v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total,
+                    c, sm_scale, head, kv_col, row0, row_end, key0, lo, full_lo, full_hi, hi,
+                    ROWS, BLOCK_N, HEAD_DIM, STAGES, WARPS, WS, H_Q, DOC_TILES)
+
+
+@gluon.jit
+def _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc, v_desc,
+                dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c,
+                sm_scale, head, kv_col, row0, row_end, key0, lo, full_lo, full_hi, hi,
+                ROWS: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+                STAGES: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr, H_Q: gl.constexpr,
+                DOC_TILES: gl.constexpr):
     """dQ of query rows row0 .. row0 + ROWS - 1 of ``head`` (WARPS / 4 warpgroups of 64 rows;
     Q and dO in q_smem / do_smem once q_bar completes) over key tiles lo .. hi - 1 of the ring,
     written through q_smem (_store_rows; dq_ptr: dQ's base); row_end, key0, DOC_TILES: see
@@ -1298,6 +1369,41 @@ def _dkdv_rows(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars
                STAGES: gl.constexpr, DEFER: gl.constexpr, FUSE_DQ: gl.constexpr,
                ORDERED: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr,
                LSE_TMA: gl.constexpr, DOC_TILES: gl.constexpr):
+    """_dkdv_rows_of; with doc tiles, a warp-specialized consumer whose keys all lie past the
+    document's end only releases the ring's slots (_drain_ring)."""
+    if DOC_TILES and WS:
+        if row0 >= key_end:
+            mbarrier.wait(kv_bar, 0)  # its K and V halves land before the program ends
+            if LSE_TMA:
+                _drain_ring(q_bars, qdo_empty, count, STAGES, do_bars, None, r_bars)
+            else:
+                _drain_ring(q_bars, qdo_empty, count, STAGES, do_bars)
+        else:
+            _dkdv_rows_of(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars, r_bars,
+                      qdo_empty, q_desc, do_desc, dk_desc, dv_desc, lse_src, delta_src, dqa_ptr,
+                      sem_ptr, seg_start_ptr, seg_end_ptr, n_qtiles, stride_lh, total, c,
+                      sm_scale, kv_col, row0, tile, lo, full_lo, full_hi, hi, count, nq, head0,
+                      key_end, query0, dk_ptr, dv_ptr, ROWS, HEAD_DIM, H_Q, G, BLOCK_M, BLOCK_N,
+                      STAGES, DEFER, FUSE_DQ, ORDERED, WARPS, WS, LSE_TMA, DOC_TILES)
+    else:
+        _dkdv_rows_of(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars, r_bars,
+                      qdo_empty, q_desc, do_desc, dk_desc, dv_desc, lse_src, delta_src, dqa_ptr,
+                      sem_ptr, seg_start_ptr, seg_end_ptr, n_qtiles, stride_lh, total, c,
+                      sm_scale, kv_col, row0, tile, lo, full_lo, full_hi, hi, count, nq, head0,
+                      key_end, query0, dk_ptr, dv_ptr, ROWS, HEAD_DIM, H_Q, G, BLOCK_M, BLOCK_N,
+                      STAGES, DEFER, FUSE_DQ, ORDERED, WARPS, WS, LSE_TMA, DOC_TILES)
+
+
+@gluon.jit
+def _dkdv_rows_of(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars, r_bars,
+                  qdo_empty, q_desc, do_desc, dk_desc, dv_desc, lse_src, delta_src, dqa_ptr,
+                  sem_ptr, seg_start_ptr, seg_end_ptr, n_qtiles, stride_lh, total, c, sm_scale,
+                  kv_col, row0, tile, lo, full_lo, full_hi, hi, count, nq, head0, key_end, query0,
+                  dk_ptr, dv_ptr, ROWS: gl.constexpr, HEAD_DIM: gl.constexpr, H_Q: gl.constexpr,
+                  G: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  STAGES: gl.constexpr, DEFER: gl.constexpr, FUSE_DQ: gl.constexpr,
+                  ORDERED: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr,
+                  LSE_TMA: gl.constexpr, DOC_TILES: gl.constexpr):
     """dK, dV of keys row0 .. row0 + ROWS - 1 (K and V in k_smem / v_smem once kv_bar
     completes; WARPS / 4 warpgroups of 64 keys) over the (query head, query tile) pairs of the
     ring, written by TMA stores through k_smem / v_smem. WS: one consumer partition of the
