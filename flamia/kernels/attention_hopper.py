@@ -349,7 +349,9 @@ def _store_rows_tma(x, smem, desc, row0, col):
 def _store_rows_masked(x, out_ptr, row0, col, row_end, STRIDE: gl.constexpr):
     """x's rows below row_end, from registers: 16-byte vectors along D (a blocked layout; the
     MMA layout's element pairs do not lower to masked global stores)."""
-    layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 8], threads_per_warp=[2, 16],
+    COL_THREADS: gl.constexpr = x.shape[1] // 8  # 16 at D = 128, 8 at D = 64: no replicas
+    layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 8],
+                                            threads_per_warp=[32 // COL_THREADS, COL_THREADS],
                                             warps_per_cta=[gl.num_warps(), 1], order=[1, 0])
     x = gl.convert_layout(x, layout)
     offs_r = row0 + gl.arange(0, x.shape[0], layout=gl.SliceLayout(1, layout))
