@@ -45,7 +45,9 @@ INT_PTRS = ("seg_start_ptr", "seg_end_ptr", "order_ptr", "sem_ptr")
 
 def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16,
                 warps: int | None = None, stages: int = 2, arch: int = 90, mma: int = 0,
-                maxnreg: int | None = None):
+                maxnreg: int | None = None, doc: bool = False):
+    """``name``'s kernel compiled as the launchers compile it; doc: with doc tiles (BF16,
+    kernels.attention.doc_tiles)."""
     kernel, family, unit_strides = KERNELS[name]
     if warps is None:  # the H200 autotuner's usual picks (bench/results/autotune_20261203-1404)
         warps = 4 if fp8 else 8
@@ -54,7 +56,7 @@ def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16,
     fn = kernel.fn  # under the autotuner
     consts = dict(H_Q=heads, H_KV=heads, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
                   IS_FP8=fp8, QK_BF16=False, FP8_MMA=mma if fp8 else 0,
-                  DOC_TILES=False)  # the launchers' default tiles (kernels.attention.doc_tiles)
+                  DOC_TILES=doc)
     if name in DKDV_PARTS or name == "dkdv_dq":
         consts["PART"] = DKDV_PARTS.get(name, 0)
         consts["DQ_FUSED"] = name == "dkdv_dq"
@@ -124,6 +126,8 @@ def main(argv=None):
     ap.add_argument("--prologue", action="store_true",
                     help="instead: compile the backward's first kernel (delta; FP8: dO quantizer "
                          "with delta) and report its shared memory")
+    ap.add_argument("--doc", action="store_true",
+                    help="the BF16 kernels with doc tiles (FLAMIA_TILES=doc; FP8 keeps the grid)")
     args = ap.parse_args(argv)
     if args.prologue:
         for fp8 in (False, True):
@@ -137,8 +141,10 @@ def main(argv=None):
           f"{args.stages} stages, mxfp8 MMA mode {args.mma}")
     for name in KERNELS:
         for fp8 in fp8_variants(name):
+            if args.doc and (fp8 or name == "dkdv_dq"):  # doc tiles: BF16, separate dQ only
+                continue
             s = summarize(compile_for(name, fp8, warps=args.warps, stages=args.stages,
-                                      arch=args.arch, mma=mma))
+                                      arch=args.arch, mma=mma, doc=args.doc))
             print(f"{name:7} {'mxfp8' if fp8 else 'bf16 ':5} async copies {s['async copies']:3}, "
                   f"wgmma {s['wgmma']:2}, tcgen05 mma {s['tcgen05 mma']:2} (scaled "
                   f"{s['scaled mma']:2}), shared {s['shared bytes']:6} B, synchronous tile "
