@@ -475,8 +475,9 @@ def _attn_fwd_kernel(
     (nvfp4_fp8, a bf16 MMA for S: Hopper has no FP4 MMA); V is E4M3 in both. DOC_TILES: see
     doc_tiles (the launch order's entries are tiles' first rows, -1 past the last tile)."""
     entry = tl.load(order_ptr + tl.program_id(1))
-    if entry < 0:
-        return
+    if DOC_TILES:  # (under the constexpr: the grid kernels' code stays as it was)
+        if entry < 0:
+            return
     head, kv_head, start_m, offs_m, row_ok, seg_start_m, last_row = _query_tile(
         entry, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, BLOCK_M, DOC_TILES)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -733,8 +734,9 @@ def _attn_bwd_dkdv_kernel(
     keys past the segment's end belong to the next one and are never stored."""
     kv_head = tl.program_id(0)
     tile = tl.load(order_ptr + tl.program_id(1))
-    if tile < 0:
-        return
+    if DOC_TILES:
+        if tile < 0:  # past the last tile
+            return
     if DOC_TILES:
         start_n = tile
         key_end = tl.load(seg_end_ptr + start_n)
@@ -868,8 +870,9 @@ def _attn_bwd_dq_kernel(
     FP8_MMA: tl.constexpr, DOC_TILES: tl.constexpr,
 ):
     entry = tl.load(order_ptr + tl.program_id(1))
-    if entry < 0:  # DOC_TILES: past the last tile
-        return
+    if DOC_TILES:
+        if entry < 0:  # past the last tile
+            return
     head, kv_head, start_m, offs_m, row_ok, seg_start_m, last_row = _query_tile(
         entry, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, BLOCK_M, DOC_TILES)
     offs_d = tl.arange(0, HEAD_DIM)
