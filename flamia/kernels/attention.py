@@ -737,7 +737,6 @@ def _attn_bwd_dkdv_kernel(
     if DOC_TILES:
         if tile < 0:  # past the last tile
             return
-    if DOC_TILES:
         start_n = tile
         key_end = tl.load(seg_end_ptr + start_n)
         query0 = tl.load(seg_start_ptr + start_n)  # query tile m: rows query0 + m * BLOCK_M ..
@@ -792,21 +791,21 @@ def _attn_bwd_dkdv_kernel(
         for m in range(lo, full_lo):
             dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 qrow_ptrs, lse_ptrs, delta_ptrs, dqa_ptrs, sem_ptrs,
-                                seg_start_ptr, tile, offs_n, seg_end_n, query0 + m * BLOCK_M, stride_qt,
-                                stride_dot, stride_qkt, stride_dokt, stride_dqat, total, BLOCK_M,
-                                BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA, PART, DQ_FUSED)
+                                seg_start_ptr, tile, offs_n, seg_end_n, query0 + m * BLOCK_M,
+                                stride_qt, stride_dot, stride_qkt, stride_dokt, stride_dqat, total,
+                                BLOCK_M, BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA, PART, DQ_FUSED)
         for m in range(full_lo, full_hi):
             dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 qrow_ptrs, lse_ptrs, delta_ptrs, dqa_ptrs, sem_ptrs,
-                                seg_start_ptr, tile, offs_n, seg_end_n, query0 + m * BLOCK_M, stride_qt,
-                                stride_dot, stride_qkt, stride_dokt, stride_dqat, total, BLOCK_M,
-                                BLOCK_N, False, IS_FP8, QK_BF16, FP8_MMA, PART, DQ_FUSED)
+                                seg_start_ptr, tile, offs_n, seg_end_n, query0 + m * BLOCK_M,
+                                stride_qt, stride_dot, stride_qkt, stride_dokt, stride_dqat, total,
+                                BLOCK_M, BLOCK_N, False, IS_FP8, QK_BF16, FP8_MMA, PART, DQ_FUSED)
         for m in range(full_hi, hi):
             dk, dv = _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs,
                                 qrow_ptrs, lse_ptrs, delta_ptrs, dqa_ptrs, sem_ptrs,
-                                seg_start_ptr, tile, offs_n, seg_end_n, query0 + m * BLOCK_M, stride_qt,
-                                stride_dot, stride_qkt, stride_dokt, stride_dqat, total, BLOCK_M,
-                                BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA, PART, DQ_FUSED)
+                                seg_start_ptr, tile, offs_n, seg_end_n, query0 + m * BLOCK_M,
+                                stride_qt, stride_dot, stride_qkt, stride_dokt, stride_dqat, total,
+                                BLOCK_M, BLOCK_N, True, IS_FP8, QK_BF16, FP8_MMA, PART, DQ_FUSED)
 
     if PART != 1:
         dk = dk * sm_scale
@@ -1146,6 +1145,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     fp8_mma = fp8_mma_mode() if is_fp8 else 0
     bm, bn = bwd_blocks(d, is_fp8)
     fused_dq = dq_fused(is_fp8)
+    doc = doc_tiles(is_fp8)
     if fused_dq:  # fp32 dQ accumulator and one counter per (query head, query tile)
         dqa = torch.zeros((total, hq, d), dtype=torch.float32, device=q.device)
         sem = torch.zeros((hq, triton.cdiv(total, bm)), dtype=torch.int32, device=q.device)
@@ -1172,7 +1172,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         if gluon_dkdv:
             attention_hopper.attention_dkdv_hopper(
                 q, k, v, do, lse, delta, seg_start, seg_end, order_dkdv, softmax_scale, dk, dv,
-                *((dqa, sem) if fused_dq else (None, None)), doc_tiles=doc_tiles(is_fp8))
+                *((dqa, sem) if fused_dq else (None, None)), doc_tiles=doc)
     for part in () if gluon_dkdv else dkdv_parts(is_fp8):
         _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
             q, k, v, do_in, qt, dot, qrow, skv, lse, delta, dk, dv, dqa, sem, seg_start,
@@ -1183,7 +1183,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             dqa.stride(0), dqa.stride(1), sem.stride(0), total, qk_scale, softmax_scale,
             H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8,
             QK_BF16=qk_bf16, FP8_MMA=fp8_mma, PART=part, DQ_FUSED=fused_dq,
-            DOC_TILES=doc_tiles(is_fp8),
+            DOC_TILES=doc,
         )
     if fused_dq:
         # The dQ kernel's last step, on the accumulated sum: scale in fp32, round to bf16.
@@ -1198,7 +1198,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             f"dQ tiles {(bm, bn)} (FLAMIA_DQ_BLOCKS), the Gluon kernel's are {gluon_tiles}")
         if _gluon_takes("FLAMIA_DQ_KERNEL", why):
             attention_hopper.attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq,
-                                                 softmax_scale, dq, seg_end, doc_tiles(is_fp8))
+                                                 softmax_scale, dq, seg_end, doc)
             return dq, dk, dv
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
         q, k, v, do_in, kt, sq, skv, sdo, lse, delta, dq, seg_start, seg_end, order_dq,
@@ -1206,6 +1206,6 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         do_in.stride(0), do_in.stride(1), *tcopy(kt), *s_strides,
         dq.stride(0), dq.stride(1), lse.stride(0), total, qk_scale, softmax_scale,
         H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8, QK_BF16=qk_bf16,
-        FP8_MMA=fp8_mma, DOC_TILES=doc_tiles(is_fp8),
+        FP8_MMA=fp8_mma, DOC_TILES=doc,
     )
     return dq, dk, dv

@@ -323,14 +323,15 @@ def _fwd_step(acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_emp
 
 @gluon.jit
 def _store_rows(x, smem, desc, out_ptr, row0, col, row_end, STRIDE: gl.constexpr,
-                DOC_TILES: gl.constexpr):
-    """x [ROWS, D] (bf16) into rows row0 .. of a contiguous [T, H, D] tensor seen as [T, H * D]
-    (desc over it, out_ptr its base, STRIDE = H * D) at column col: by one TMA store through
-    smem (it clips rows past the last token). DOC_TILES: rows from row_end on belong to another
-    document's program; a tile reaching there is stored from registers with a row mask."""
+                DOC_TILES: gl.constexpr, layout: gl.constexpr):
+    """x [ROWS, D] (bf16, ``layout``) into rows row0 .. of a contiguous [T, H, D] tensor seen as
+    [T, H * D] (desc over it, out_ptr its base, STRIDE = H * D) at column col: by one TMA store
+    through smem (it clips rows past the last token). DOC_TILES: rows from row_end on belong to
+    another document's program; a tile reaching there is stored from registers with a row mask
+    (_store_rows_masked)."""
     if DOC_TILES:
         if row0 + x.shape[0] > row_end:
-            _store_rows_masked(x, out_ptr, row0, col, row_end, STRIDE)
+            _store_rows_masked(x, out_ptr, row0, col, row_end, STRIDE, layout)
         else:
             _store_rows_tma(x, smem, desc, row0, col)
     else:
@@ -346,19 +347,16 @@ def _store_rows_tma(x, smem, desc, row0, col):
 
 
 @gluon.jit
-def _store_rows_masked(x, out_ptr, row0, col, row_end, STRIDE: gl.constexpr):
-    """x's rows below row_end, from registers: 16-byte vectors along D (a blocked layout; the
-    MMA layout's element pairs do not lower to masked global stores)."""
-    COL_THREADS: gl.constexpr = x.shape[1] // 8  # 16 at D = 128, 8 at D = 64: no replicas
-    layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 8],
-                                            threads_per_warp=[32 // COL_THREADS, COL_THREADS],
-                                            warps_per_cta=[gl.num_warps(), 1], order=[1, 0])
-    x = gl.convert_layout(x, layout)
+def _store_rows_masked(x, out_ptr, row0, col, row_end, STRIDE: gl.constexpr,
+                       layout: gl.constexpr):
+    """x [ROWS, D] (``layout``) in bf16 into rows row0 .. of a contiguous [T, H, D] tensor seen as
+    [T, H * D] (out_ptr its base, STRIDE = H * D) at column col, from registers, the rows from
+    row_end on dropped."""
     offs_r = row0 + gl.arange(0, x.shape[0], layout=gl.SliceLayout(1, layout))
     offs_c = col + gl.arange(0, x.shape[1], layout=gl.SliceLayout(0, layout))
     ptrs = (out_ptr + gl.expand_dims(offs_r.to(gl.int64) * STRIDE, 1)
             + gl.expand_dims(offs_c, 0))
-    gl.store(ptrs, x, mask=gl.expand_dims(offs_r < row_end, 1))
+    gl.store(ptrs, x.to(gl.bfloat16), mask=gl.expand_dims(offs_r < row_end, 1))
 
 
 @gluon.jit
@@ -370,7 +368,7 @@ def _store_o_lse(acc, m_i, l_i, o_smem, o_desc, lse_ptr, head, stride_lh, offs_m
     o = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
     gl.store(lse_ptr + head * stride_lh + offs_m, m_i + gl.log2(l_i), mask=row_ok)
     _store_rows(o.to(gl.bfloat16), o_smem, o_desc, o_ptr, row0, head * HEAD_DIM, row_end,
-                H_Q * HEAD_DIM, DOC_TILES)
+                H_Q * HEAD_DIM, DOC_TILES, o_layout)
 
 
 @gluon.jit
@@ -1001,7 +999,7 @@ def _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty
     if not WS:
         cta_barrier()
     _store_rows((dq * sm_scale).to(gl.bfloat16), q_smem, dq_desc, dq_ptr, row0, head * HEAD_DIM,
-                row_end, H_Q * HEAD_DIM, DOC_TILES)
+                row_end, H_Q * HEAD_DIM, DOC_TILES, dq_layout)
 
 
 @gluon.jit
@@ -1382,11 +1380,11 @@ def _dkdv_rows(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars
                 _drain_ring(q_bars, qdo_empty, count, STAGES, do_bars)
         else:
             _dkdv_rows_of(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars, r_bars,
-                      qdo_empty, q_desc, do_desc, dk_desc, dv_desc, lse_src, delta_src, dqa_ptr,
-                      sem_ptr, seg_start_ptr, seg_end_ptr, n_qtiles, stride_lh, total, c,
-                      sm_scale, kv_col, row0, tile, lo, full_lo, full_hi, hi, count, nq, head0,
-                      key_end, query0, dk_ptr, dv_ptr, ROWS, HEAD_DIM, H_Q, G, BLOCK_M, BLOCK_N,
-                      STAGES, DEFER, FUSE_DQ, ORDERED, WARPS, WS, LSE_TMA, DOC_TILES)
+                          qdo_empty, q_desc, do_desc, dk_desc, dv_desc, lse_src, delta_src, dqa_ptr,
+                          sem_ptr, seg_start_ptr, seg_end_ptr, n_qtiles, stride_lh, total, c,
+                          sm_scale, kv_col, row0, tile, lo, full_lo, full_hi, hi, count, nq, head0,
+                          key_end, query0, dk_ptr, dv_ptr, ROWS, HEAD_DIM, H_Q, G, BLOCK_M, BLOCK_N,
+                          STAGES, DEFER, FUSE_DQ, ORDERED, WARPS, WS, LSE_TMA, DOC_TILES)
     else:
         _dkdv_rows_of(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_bars, r_bars,
                       qdo_empty, q_desc, do_desc, dk_desc, dv_desc, lse_src, delta_src, dqa_ptr,
@@ -1469,10 +1467,10 @@ def _dkdv_rows_of(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_b
         cta_barrier()
     if DOC_TILES:
         if row0 + ROWS > key_end:
-            _store_rows_masked((dk * sm_scale).to(gl.bfloat16), dk_ptr, row0, kv_col, key_end,
-                               (H_Q // G) * HEAD_DIM)
-            _store_rows_masked(dv.to(gl.bfloat16), dv_ptr, row0, kv_col, key_end,
-                               (H_Q // G) * HEAD_DIM)
+            _store_rows_masked(dk * sm_scale, dk_ptr, row0, kv_col, key_end,
+                               (H_Q // G) * HEAD_DIM, dkv_layout)
+            _store_rows_masked(dv, dv_ptr, row0, kv_col, key_end, (H_Q // G) * HEAD_DIM,
+                               dkv_layout)
         else:
             _store_dk_dv(dk, dv, sm_scale, k_smem, v_smem, dk_desc, dv_desc, row0, kv_col)
     else:
@@ -1888,18 +1886,6 @@ def _dkdv8_ds_step(dk, dsq, ds_scale, v_smem, do_smem, qt_smem, do_bars, qdo_emp
 
 
 @gluon.jit
-def _store_key_rows(x, out_ptr, kv_col, start_n, total, H_KV: gl.constexpr,
-                    HEAD_DIM: gl.constexpr, layout: gl.constexpr):
-    """x [64 keys, D] rounded to bf16 into out [T, Hkv, D] (contiguous) at keys start_n.., rows
-    past the last token dropped."""
-    offs_n = start_n + gl.arange(0, x.shape[0], layout=gl.SliceLayout(1, layout))
-    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
-    ptrs = (out_ptr + gl.expand_dims(offs_n.to(gl.int64) * (H_KV * HEAD_DIM), 1)
-            + (kv_col + gl.expand_dims(offs_d, 0)))
-    gl.store(ptrs, x.to(gl.bfloat16), mask=gl.expand_dims(offs_n < total, 1))
-
-
-@gluon.jit
 def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
                   qrow_smem, r_bars, dv_ptr, skv_ptr, seg_end_ptr, total, qk_scale, kv_col,
                   start_n, lo, full_lo, full_hi, hi, nq, HEAD_DIM: gl.constexpr,
@@ -1955,7 +1941,7 @@ def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, 
     if PIPE:
         dv = _dkdv8_p_mma(dv, pq, p_scale, dot_smem, qdo_empty, (G * nq - 1) % STAGES, dv_zero,
                           op_layout)
-    _store_key_rows(dv, dv_ptr, kv_col, start_n, total, H_KV, HEAD_DIM, dv_layout)
+    _store_rows_masked(dv, dv_ptr, start_n, kv_col, total, H_KV * HEAD_DIM, dv_layout)
 
 
 @gluon.jit
@@ -1998,7 +1984,8 @@ def _dkdv8_ds_rows(v_smem, kv_bar, do_smem, qt_smem, do_bars, qdo_empty, pt_smem
     if PIPE:
         dk = _dkdv8_ds_mma(dk, dsq, ds_scale, qt_smem, qdo_empty, (count - 1) % STAGES, dk_zero,
                            op_layout, QK_BF16)
-    _store_key_rows(dk * sm_scale, dk_ptr, kv_col, start_n, total, H_KV, HEAD_DIM, dk_layout)
+    _store_rows_masked(dk * sm_scale, dk_ptr, start_n, kv_col, total, H_KV * HEAD_DIM,
+                       dk_layout)
 
 
 @gluon.jit
