@@ -23,6 +23,7 @@
 #   doc: written 2026-12-05 (second CPU-only session): doc tiles (FLAMIA_TILES=doc) in the BF16
 #        kernels: GPU tests (FA rule, probes, Gluon vs triton, WS vs plain), then a quick
 #        benchmark in one process, bf16 on grid and doc tiles, the cuDNN baselines (~7 min)
+#   tests2 / bench2: the GPU tests of doc, dkdv8 in one call; one benchmark of all their providers
 #   host: host time per layer of a BF16 call (bench/host_layers.py), with cProfile
 #   dqws: the warp-specialized Gluon dQ kernel (FLAMIA_GLUON_DQ=ws): variants, GPU tests, benchmark
 #   ws: the warp-specialized Gluon forward (FLAMIA_GLUON_FWD=...,ws): forward variants, Hopper GPU tests
@@ -198,6 +199,25 @@ doc)  # doc tiles (FLAMIA_TILES=doc): GPU tests first, then grid vs doc tiles in
     --profile --dists u32_1024 lognormal_1k one_doc --providers flamia-bf16 \
     "flamia-bf16 (doc tiles)" cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_attn_|^###|Error" $OUT/bench.log | tail -40
+  ;;
+tests2)  # the GPU tests of everything written without a GPU (doc tiles, Gluon FP8 dK/dV, BF16
+        # dK/dV lse2/delta by TMA) in one call, when device time is short (~7 min)
+  FLAMIA_AUTOTUNE=0 step "doc gpu tests" 200 python -m pytest -q -p no:cacheprovider \
+    -k "doc or leak or flash_attention_rule" tests/test_kernels_hopper.py tests/test_kernels.py \
+    > $OUT/gpu_tests_doc.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests_doc.log | tail -12
+  FLAMIA_AUTOTUNE=0 step "dkdv8 gpu tests" 240 python -m pytest -q -p no:cacheprovider \
+    -k "fp8_dkdv or fp8_kernels or dkdv8 or lse" tests/test_kernels_hopper.py \
+    > $OUT/gpu_tests_dkdv8.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests_dkdv8.log | tail -12
+  ;;
+bench2)  # one quick benchmark process for all of them: bf16 grid / doc tiles / dK/dV lse by TMA,
+         # mxfp8 with the triton and the Gluon FP8 dK/dV kernels, the cuDNN baselines (~6 min)
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-420} python -m bench.attention --quick \
+    --profile --dists u32_1024 lognormal_1k one_doc --providers flamia-bf16 \
+    "flamia-bf16 (doc tiles)" "flamia-bf16 (dK/dV lse by TMA)" flamia-mxfp8 \
+    "flamia-mxfp8 (Gluon dK/dV)" cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*(_attn_|quant)|^###|Error" $OUT/bench.log | tail -60
   ;;
 host)  # host time per layer of a BF16 call (bench/host_layers.py) and its cProfile, ~1 min
   FLAMIA_AUTOTUNE=8x3,4x3 step "host layers" 120 python -m bench.host_layers \
