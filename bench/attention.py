@@ -18,8 +18,9 @@ Providers:
     flamia-bf16 (triton kernels)  the same with FLAMIA_{FWD,DQ,DKDV}_KERNEL=triton: the triton
                  forward, dQ and dK/dV kernels instead of the Gluon ones that Hopper GPUs run by
                  default (flamia/kernels/attention_hopper.py)
-    flamia-bf16 (dK/dV lse by TMA)  the same with FLAMIA_GLUON_DKDV_LSE=tma: the Gluon dK/dV
-                 kernel's lse2 and delta brought by its producer's TMA; named with --providers only
+    flamia-bf16 (dK/dV lse by loads)  the same with FLAMIA_GLUON_DKDV_LSE=load: the Gluon dK/dV
+                 kernel's lse2 and delta by global loads instead of its producer's TMA (the
+                 default since 2026-12-05); named with --providers only
     flamia-bf16 (doc tiles)  the same with FLAMIA_TILES=doc: tiles start at each document's start
                  (flamia.kernels.attention.doc_tiles); named with --providers only
     flamia-mxfp8 flamia.attention(recipe="mxfp8", impl="triton"), quantization included
@@ -294,7 +295,7 @@ PROVIDERS = {
     "flamia-bf16": prep_flamia,
     "flamia-bf16 (fused dQ)": prep_flamia,
     "flamia-bf16 (triton kernels)": prep_flamia,
-    "flamia-bf16 (dK/dV lse by TMA)": prep_flamia,
+    "flamia-bf16 (dK/dV lse by loads)": prep_flamia,
     "flamia-bf16 (doc tiles)": prep_flamia,
     "flamia-mxfp8": prep_flamia_mxfp8,
     "flamia-mxfp8 (Gluon dK/dV)": prep_flamia_mxfp8,
@@ -314,7 +315,7 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 # written without a GPU on 2026-12-05, untimed so far: the Gluon FP8 dK/dV
                 # kernel, and the BF16 dK/dV kernel's lse2/delta by TMA
                 "flamia-mxfp8 (Gluon dK/dV)": {"FLAMIA_DKDV_KERNEL": "gluon"},
-                "flamia-bf16 (dK/dV lse by TMA)": {"FLAMIA_GLUON_DKDV_LSE": "tma"},
+                "flamia-bf16 (dK/dV lse by loads)": {"FLAMIA_GLUON_DKDV_LSE": "load"},
                 # written without a GPU on 2026-12-05 (second session), untimed so far
                 "flamia-bf16 (doc tiles)": {"FLAMIA_TILES": "doc"}}
 # The full grid leaves out the fused-dQ variant (slower, bench/results/dq_diagnose_20261203_H200.txt);

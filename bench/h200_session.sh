@@ -186,7 +186,7 @@ bench8)  # quick benchmark, one process: bf16 with and without its dK/dV kernel'
          # TMA, mxfp8 with the triton and the Gluon FP8 dK/dV kernels, the cuDNN baselines
   FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-280} python -m bench.attention --quick \
     --profile --dists lognormal_1k one_doc u32_1024 --providers flamia-bf16 \
-    "flamia-bf16 (dK/dV lse by TMA)" flamia-mxfp8 "flamia-mxfp8 (Gluon dK/dV)" cudnn-thd \
+    "flamia-bf16 (dK/dV lse by loads)" flamia-mxfp8 "flamia-mxfp8 (Gluon dK/dV)" cudnn-thd \
     cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|quant)|^###|Error" $OUT/bench.log | tail -40
   ;;
@@ -215,9 +215,23 @@ bench2)  # one quick benchmark process for all of them: bf16 grid / doc tiles / 
          # mxfp8 with the triton and the Gluon FP8 dK/dV kernels, the cuDNN baselines (~6 min)
   FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-420} python -m bench.attention --quick \
     --profile --dists u32_1024 lognormal_1k one_doc --providers flamia-bf16 \
-    "flamia-bf16 (doc tiles)" "flamia-bf16 (dK/dV lse by TMA)" flamia-mxfp8 \
+    "flamia-bf16 (doc tiles)" "flamia-bf16 (dK/dV lse by loads)" flamia-mxfp8 \
     "flamia-mxfp8 (Gluon dK/dV)" cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*(_attn_|quant)|^###|Error" $OUT/bench.log | tail -60
+  ;;
+lse)  # after the 2026-12-05 H100 calls: lse2/delta by TMA the default, the tests it failed for
+     # a test bug (a CPU stand-in pointer), the triton GPU tier cut off by the doc-tile crash,
+     # then the quick benchmark of the new default against cuDNN (~5 min)
+  FLAMIA_AUTOTUNE=0 step "lse gpu tests" 150 python -m pytest -q -p no:cacheprovider \
+    -k "lse_by_tma or do_not_leak" tests/test_kernels_hopper.py > $OUT/gpu_tests_lse.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests_lse.log | tail -12
+  FLAMIA_AUTOTUNE=0 step "triton gpu tests" 100 python -m pytest -q -p no:cacheprovider \
+    -k "gpu or leak or cover" tests/test_kernels.py > $OUT/gpu_tests_triton.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests_triton.log | tail -12
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-170} python -m bench.attention --quick \
+    --profile --dists one_doc lognormal_1k u32_1024 --providers flamia-bf16 cudnn-thd \
+    cudnn-dense --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*_attn_|^###|Error" $OUT/bench.log | tail -30
   ;;
 host)  # host time per layer of a BF16 call (bench/host_layers.py) and its cProfile, ~1 min
   FLAMIA_AUTOTUNE=8x3,4x3 step "host layers" 120 python -m bench.host_layers \

@@ -168,8 +168,8 @@ def test_gluon_dkdv_pipeline_is_checked(monkeypatch):
 def test_gluon_dkdv_lse_mode_is_checked(monkeypatch):
     from flamia.kernels import attention_hopper as H
     monkeypatch.delenv("FLAMIA_GLUON_DKDV_LSE", raising=False)
-    assert H.dkdv_lse_mode() == "load"
-    _check_setting(monkeypatch, "FLAMIA_GLUON_DKDV_LSE", H.dkdv_lse_mode, (("tma", "tma"), ),
+    assert H.dkdv_lse_mode() == "tma"
+    _check_setting(monkeypatch, "FLAMIA_GLUON_DKDV_LSE", H.dkdv_lse_mode, (("load", "load"), ),
                    ("TMA", "smem"), "FLAMIA_GLUON_DKDV_LSE='.*'; accepted")
 
 

@@ -1162,11 +1162,15 @@ LSE_MODES = ("load", "tma")
 
 def dkdv_lse_mode() -> str:
     """How the warp-specialized BF16 dK/dV kernel's consumers get each query tile's lse2 and
-    delta: "load" (default: global loads at the top of each step, before its first MMA can be
-    issued) or "tma" (the producer loads them by TMA with the tile's Q and dO, a step or more
-    ahead; the same values): FLAMIA_GLUON_DKDV_LSE, read at every launch. "tma" needs T a
-    multiple of 4 (16-byte rows of [Hq, T]); other T load them."""
-    mode = os.environ.get("FLAMIA_GLUON_DKDV_LSE", LSE_MODES[0])
+    delta: "tma" (default: the producer loads them by TMA with the tile's Q and dO, a step or
+    more ahead) or "load" (global loads at the top of each step, before its first MMA can be
+    issued; the same values): FLAMIA_GLUON_DKDV_LSE, read at every launch. "tma" needs T a
+    multiple of 4 (16-byte rows of [Hq, T]) and grid tiles; other launches load them. Measured
+    2026-12-05 (H100, one process, bench/results/attention_20261205-1449_*): dK/dV kernel one
+    document 3.47 vs 3.97 ms, lognormal 1k 1.16 vs 1.32 ms. With doc tiles the "tma" kernel
+    stopped on an illegal instruction (GPU test of 2026-12-05, not yet understood): doc tiles
+    load them."""
+    mode = os.environ.get("FLAMIA_GLUON_DKDV_LSE", "tma")
     if mode not in LSE_MODES:
         raise ValueError(f"FLAMIA_GLUON_DKDV_LSE={mode!r}; accepted: {LSE_MODES}")
     return mode
@@ -2168,7 +2172,7 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse, s
     assert lse.shape == (hq, total) and lse.stride(1) == 1, "lse: [Hq, T], unit stride along T"
     (block_m, block_n, warps, stages), mode = _fwd_setting()
     grid = (hq, order_fwd.numel())
-    seg_end = _seg_end(seg_end, doc_tiles)
+    seg_end = _seg_end(seg_end, doc_tiles, seg_start)
     if mode:
         half = block_m // 2
         _attn_fwd_hopper_ws_kernel[grid](
@@ -2186,12 +2190,13 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse, s
     return o, lse
 
 
-def _seg_end(seg_end, doc_tiles):
-    """The per-token segment ends a doc-tile launch reads (grid tiles read none: any tensor)."""
+def _seg_end(seg_end, doc_tiles, seg_start):
+    """The per-token segment ends a doc-tile launch reads. Grid tiles read none, but the launcher
+    still takes a device pointer: seg_start stands in (a CPU tensor is refused at launch)."""
     if seg_end is None:
         if doc_tiles:
             raise ValueError("doc tiles (FLAMIA_TILES=doc) need seg_end")
-        return torch.empty(1, dtype=torch.int32)
+        return seg_start
     return seg_end
 
 
@@ -2239,7 +2244,7 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
     assert dq.shape == q.shape and dq.is_contiguous(), "dq: contiguous [T, Hq, D]"
     assert lse.stride(1) == 1 and delta.stride(1) == 1 and lse.stride(0) == delta.stride(0)
     block_m, block_n, warps, stages = DQ_CONFIG
-    seg_end = _seg_end(seg_end, doc_tiles)
+    seg_end = _seg_end(seg_end, doc_tiles, seg_start)
     if dq_mode() == "ws":
         half = block_m // 2
         _attn_bwd_dq_hopper_ws_kernel[(hq, order_dq.numel())](
@@ -2285,7 +2290,7 @@ def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkd
             raise ValueError("FLAMIA_GLUON_DKDV=...,ws does not add dQ (FLAMIA_DQ=fused); "
                              "accepted with it: FLAMIA_DQ=separate")
         half = block_n // 2
-        lse_tma = dkdv_lse_mode() == "tma" and lse.stride(0) % 4 == 0
+        lse_tma = dkdv_lse_mode() == "tma" and lse.stride(0) % 4 == 0 and not doc_tiles
         _attn_bwd_dkdv_hopper_ws_kernel[(k.shape[1], order_dkdv.numel())](
             _rows_view(q, block_m), _rows_view(k, half), _rows_view(v, half),
             _rows_view(do, block_m), _rows_view(dk, half), _rows_view(dv, half), dk, dv, lse,
