@@ -39,11 +39,12 @@ forward (_attn_bwd_dkdv_hopper_ws_kernel: two consumer warpgroups of 64 keys wit
 halves, a producer warp for the Q/dO ring); H200 (bench/results/dkdv_variants_20261204_H200.txt,
 run 4): one document 3.85 ms vs 4.23 for the triton kernel and 4.59 for the plain Gluon kernel,
 lognormal 1k 1.28 vs 1.53 / 1.50, U(32, 1024) 0.60 vs 0.72 / 0.69; the same bits as the plain
-kernel. FLAMIA_GLUON_DKDV_LSE=tma (dkdv_lse_mode; written 2026-12-05 without a GPU, not yet
-run): its producer also brings each query tile's lse2 and delta by TMA, instead of the
-consumers' global loads at the top of every step (compiled as launched, triton 3.6,
-bench/gluon_report.py --launchers: unmasked step 319 + 321 SASS instructions instead of
-358 + 364 with GQA 8/2, and no spills where the default spills 192-236 B per thread with GQA).
+kernel. By default (dkdv_lse_mode, FLAMIA_GLUON_DKDV_LSE=tma) its producer also brings each
+query tile's lse2 and delta by TMA, instead of the consumers' global loads at the top of every
+step (FLAMIA_GLUON_DKDV_LSE=load; compiled as launched, triton 3.6, bench/gluon_report.py
+--launchers: unmasked step 319 + 321 SASS instructions instead of 358 + 364 with GQA 8/2, and
+no spills where the loads spill 192-236 B per thread with GQA); the same bits (GPU test), 13%
+less dK/dV time on an H100 (2026-12-05, see dkdv_lse_mode).
 The plain kernel (_attn_bwd_dkdv_hopper_kernel) remains for FLAMIA_DQ=fused (it adds dQ in
 key-tile order, slower: same file, runs 2-3) and the pipeline sweeps (FLAMIA_GLUON_DKDV).
 
@@ -68,8 +69,9 @@ dS partition (dP^T, dS^T, dK) through shared memory; see DKDV8_CONFIG. It runs o
 for (FLAMIA_DKDV_KERNEL=gluon). Written on 2026-12-05 without a GPU: it compiles for sm_90 with
 no spills (168 registers; per 64 x 64 pair 430 SASS instructions per warp in the P partition and
 423 in the dS partition, against 446 + 585 for the triton dV-only and dK-only kernels; triton
-3.6, bench/gluon_report.py), and its GPU tests (bitwise equal to the triton kernels, probes) and
-timing are prepared (bench/h200_session.sh dkdv8) but not yet run.
+3.6, bench/gluon_report.py). On an H100 (2026-12-05): bitwise equal to the triton kernels and
+probes exactly 0 (GPU tests), dK/dV kernel one document 5.49 vs 5.65 ms, lognormal 1k 1.90 vs
+1.99 ms (bench/results/attention_20261205-1449_*); short documents unmeasured.
 
 The three BF16 kernels run by default on GPUs of compute capability 9.x (FLAMIA_FWD_KERNEL / FLAMIA_DQ_KERNEL /
 FLAMIA_DKDV_KERNEL = auto, the default, or gluon; see kernels.attention.fwd_kernel, dq_kernel,
