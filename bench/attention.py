@@ -312,11 +312,10 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 "flamia-bf16 (triton kernels)": {"FLAMIA_FWD_KERNEL": "triton",
                                                  "FLAMIA_DQ_KERNEL": "triton",
                                                  "FLAMIA_DKDV_KERNEL": "triton"},
-                # written without a GPU on 2026-12-05, untimed so far: the Gluon FP8 dK/dV
-                # kernel, and the BF16 dK/dV kernel's lse2/delta by TMA
+                # the Gluon FP8 dK/dV kernel (opt-in), the BF16 dK/dV kernel's former lse2/delta
+                # loads (TMA since 2026-12-05), doc tiles (opt-in): H100 runs of 2026-12-05
                 "flamia-mxfp8 (Gluon dK/dV)": {"FLAMIA_DKDV_KERNEL": "gluon"},
                 "flamia-bf16 (dK/dV lse by loads)": {"FLAMIA_GLUON_DKDV_LSE": "load"},
-                # written without a GPU on 2026-12-05 (second session), untimed so far
                 "flamia-bf16 (doc tiles)": {"FLAMIA_TILES": "doc"}}
 # The full grid leaves out the fused-dQ variant (slower, bench/results/dq_diagnose_20261203_H200.txt);
 # name it with --providers to include it.

@@ -7,9 +7,9 @@ heads of a GQA group, so no atomics) and a dQ kernel over query tiles (BF16 can 
 from the dK/dV kernel in a fixed order, FLAMIA_DQ=fused, see dq_fused). The FP8 recipes run the
 dK/dV kernel twice by default, as a dV-only and a dK-only kernel (PART, see dkdv_parts): with
 both fp32 accumulators the FP8 kernel spills (FLAMIA_DKDV_KERNEL=gluon: one warp-specialized
-Gluon kernel instead, attention_hopper: the same bits, 3-4% faster on an H100). On Hopper the BF16 forward, dQ
-and dK/dV kernels that run by default are Gluon versions of these (kernels/attention_hopper.py;
-fwd_kernel, dq_kernel, dkdv_kernel).
+Gluon kernel instead, attention_hopper: the same bits, 3-4% faster on an H100). On Hopper the
+BF16 forward, dQ and dK/dV kernels that run by default are Gluon versions of these
+(kernels/attention_hopper.py; fwd_kernel, dq_kernel, dkdv_kernel).
 
 FP8 variants: Q, K, V, dO arrive quantized (kernels/quantize.py) with per-(token, head) scales,
 which factor out of S and dP (_rhs_scaled_dot) and are folded into the in-register operands P', dS'
@@ -996,9 +996,9 @@ def doc_tiles(is_fp8: bool = False) -> bool:
     forward steps than on the grid, 58% fewer of them masked (dK/dV: 11% and 34% fewer);
     lognormal 1k 2% and 53% fewer (dK/dV 2%, 23%); one document the same steps. Measured
     (H100, 2026-12-05, one process): U(32, 1024) 1.66 vs 1.69 ms fwd+bwd, lognormal 1k 3.34 vs
-    3.30, one document 8.90 vs 8.53: masked steps are not where the time goes; opt-in. The FP8 recipes keep grid tiles: their
-    in-register scale groups are the packed grid's 64-token groups (recipes.Recipe.inreg_group),
-    the tiles of their kernels. Doc tiles need separate dQ (FLAMIA_DQ=separate): the fused
+    3.30, one document 8.90 vs 8.53: masked steps are not where the time goes; opt-in. The FP8
+    recipes keep grid tiles: their in-register scale groups are the packed grid's 64-token
+    groups (recipes.Recipe.inreg_group), the tiles of their kernels. Doc tiles need separate dQ (FLAMIA_DQ=separate): the fused
     dQ's ordered adds rank key tiles on the grid."""
     mode = os.environ.get("FLAMIA_TILES", "grid")
     if mode not in TILE_MODES:

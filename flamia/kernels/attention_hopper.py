@@ -43,7 +43,7 @@ kernel. By default (dkdv_lse_mode, FLAMIA_GLUON_DKDV_LSE=tma) its producer also 
 query tile's lse2 and delta by TMA, instead of the consumers' global loads at the top of every
 step (FLAMIA_GLUON_DKDV_LSE=load; compiled as launched, triton 3.6, bench/gluon_report.py
 --launchers: unmasked step 319 + 321 SASS instructions instead of 358 + 364 with GQA 8/2, and
-no spills where the loads spill 192-236 B per thread with GQA); the same bits (GPU test), 13%
+no spills where the loads spill 192-236 B per thread with GQA); the same bits (GPU test), 12-13%
 less dK/dV time on an H100 (2026-12-05, see dkdv_lse_mode).
 The plain kernel (_attn_bwd_dkdv_hopper_kernel) remains for FLAMIA_DQ=fused (it adds dQ in
 key-tile order, slower: same file, runs 2-3) and the pipeline sweeps (FLAMIA_GLUON_DKDV).
