@@ -272,11 +272,10 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
             run(f"dq {mode} doc", {"FLAMIA_GLUON_DQ": mode}, lambda: H.attention_dq_hopper(
                 q, k, v, do, lse, delta, docs.seg_start, docs.order_dq, 0.1, grads[0],
                 docs.seg_end, True))
-        for lse_mode in H.LSE_MODES:
-            run(f"dkdv ws lse={lse_mode} doc", {"FLAMIA_GLUON_DKDV_LSE": lse_mode},
-                lambda: H.attention_dkdv_hopper(
-                    q, k, v, do, lse, delta, docs.seg_start, docs.seg_end, docs.order_dkdv, 0.1,
-                    grads[1], grads[2], doc_tiles=True))
+        # doc tiles load lse2/delta whatever FLAMIA_GLUON_DKDV_LSE says (H.dkdv_lse_mode)
+        run("dkdv ws doc", {}, lambda: H.attention_dkdv_hopper(
+            q, k, v, do, lse, delta, docs.seg_start, docs.seg_end, docs.order_dkdv, 0.1,
+            grads[1], grads[2], doc_tiles=True))
         # the quantizers' outputs as the kernels take them (shapes, dtypes, layouts; the
         # quantizers are triton kernels, which do not run here)
         fp8 = torch.float8_e4m3fn

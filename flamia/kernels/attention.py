@@ -998,8 +998,8 @@ def doc_tiles(is_fp8: bool = False) -> bool:
     (H100, 2026-12-05, one process): U(32, 1024) 1.66 vs 1.69 ms fwd+bwd, lognormal 1k 3.34 vs
     3.30, one document 8.90 vs 8.53: masked steps are not where the time goes; opt-in. The FP8
     recipes keep grid tiles: their in-register scale groups are the packed grid's 64-token
-    groups (recipes.Recipe.inreg_group), the tiles of their kernels. Doc tiles need separate dQ (FLAMIA_DQ=separate): the fused
-    dQ's ordered adds rank key tiles on the grid."""
+    groups (recipes.Recipe.inreg_group), the tiles of their kernels. Doc tiles need separate
+    dQ (FLAMIA_DQ=separate): the fused dQ's ordered adds rank key tiles on the grid."""
     mode = os.environ.get("FLAMIA_TILES", "grid")
     if mode not in TILE_MODES:
         raise ValueError(f"FLAMIA_TILES={mode!r}; accepted: {TILE_MODES}")
