@@ -38,6 +38,10 @@ def compile_fwd(config: str, d: int = 128, hq: int = 16, hkv: int = 16):
     with mock.patch.dict(os.environ, {"FLAMIA_GLUON_FWD": config}):
         m, n, w, st = H.config()
         mode = H.fwd_mode()
+    if mode == "persistent":
+        return _compile(H._attn_fwd_hopper_persistent_kernel, ("q", "o"), ("k", "v"),
+                        (m // 2, n, 4, st), d, hq, hkv, CONSUMER_REGS=H.WS_CONSUMER_REGS,
+                        PRODUCER_REGS=H.WS_PRODUCER_REGS, drop=("BLOCK_M", ))
     if mode:  # 64-row Q/O blocks, num_warps = 4 (the default partition)
         return _compile(H._attn_fwd_hopper_ws_kernel, ("q", "o"), ("k", "v"), (m // 2, n, 4, st),
                         d, hq, hkv, PINGPONG=mode == "pingpong", CONSUMER_REGS=H.WS_CONSUMER_REGS,
@@ -226,6 +230,7 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
     kernels = [name for name in dir(H) if name.startswith("_attn_") and name.endswith("_kernel")]
     patches = [mock.patch.object(H, name, _Recorder(getattr(H, name), calls)) for name in kernels]
     patches.append(mock.patch.object(H, "cuda_major", lambda device=None: 9))
+    patches.append(mock.patch.object(H, "sm_count", lambda device: 132))
     g = torch.Generator().manual_seed(0)
     mk = lambda h, dtype=torch.bfloat16: torch.randn(t, h, d, generator=g).to(dtype)
     q, k, v, do = mk(hq), mk(hkv), mk(hkv), mk(hq)
@@ -249,6 +254,8 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
                                                          0.1, o, lse))
         run("fwd plain", {"FLAMIA_GLUON_FWD": "128,128,8,2"}, lambda: H.attention_fwd_hopper(
             q, k, v, plan.seg_start, plan.order_fwd, 0.1, o, lse))
+        run("fwd persistent", {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent"},
+            lambda: H.attention_fwd_hopper(q, k, v, plan.seg_start, plan.order_fwd, 0.1, o, lse))
         for mode in H.DQ_MODES:
             run(f"dq {mode}", {"FLAMIA_GLUON_DQ": mode}, lambda: H.attention_dq_hopper(
                 q, k, v, do, lse, delta, plan.seg_start, plan.order_dq, 0.1, grads[0]))

@@ -121,8 +121,10 @@ def test_gluon_forward_config_is_checked(monkeypatch):
     assert H.config() == (128, 128, 8, 3) and H.fwd_mode() == "ws"
     monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,2,pingpong")
     assert H.config() == (128, 128, 8, 2) and H.fwd_mode() == "pingpong"
+    monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,2,persistent")
+    assert H.config() == (128, 128, 8, 2) and H.fwd_mode() == "persistent"
     for bad in ("128,128,4,2", "128,32,8,2", "128,128,8,1", "128x128", "64,64,4,2,ws",
-                "128,128,8,2,wss"):
+                "128,128,8,2,wss", "128,128,8,3,persistent", "64,64,4,2,persistent"):
         monkeypatch.setenv("FLAMIA_GLUON_FWD", bad)
         with pytest.raises(ValueError, match="FLAMIA_GLUON_FWD"):
             H.config()
@@ -216,14 +218,18 @@ def test_gluon_forward_matches_triton_forward(lengths, hq, hkv, d, monkeypatch):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("mode,stages", [("ws", 2), ("ws", 3), ("pingpong", 2)])
+@pytest.mark.parametrize("mode,stages", [("ws", 2), ("ws", 3), ("pingpong", 2),
+                                         ("persistent", 2)])
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128)])
 def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, mode, stages,
                                                        poisoned, monkeypatch):
-    """FLAMIA_GLUON_FWD=128,128,8,S,ws|pingpong: the same MMAs and softmax steps for every row
-    as the plain Gluon forward (only who issues the loads, when slots are released and in which
-    order the warpgroups issue their MMAs differ), so O and lse2 are the same bits; every
-    element written (poisoned outputs)."""
+    """FLAMIA_GLUON_FWD=128,128,8,S,ws|pingpong|persistent: the same MMAs and softmax steps for
+    every row as the plain Gluon forward (only who issues the loads, when slots are released, in
+    which order the warpgroups issue their MMAs and, persistent, which program runs which tiles
+    through one ring differ), so O and lse2 are the same bits; every element written (poisoned
+    outputs). The persistent programs run several tiles each (every case has more work items,
+    Hq x tiles, than an H100 or H200 has SMs), the ring's tile count carried from tile to
+    tile."""
     cu = _cu(lengths, "cuda")
     q, k, v, _ = rand_qkvdo(sum(lengths), hq, hkv, d, seed=7, device="cuda")
     monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
@@ -423,6 +429,7 @@ def test_doc_tiles_gluon(lengths, hq, hkv, d, poisoned, monkeypatch):
     ("separate", "128,128,8,2", "2,0", "plain"), ("fused", "128,128,8,2", "2,0", "plain"),
     ("separate", "128,128,8,2,ws", "2,0,ws", "ws"),
     ("separate", "128,128,8,2,pingpong", "3,0,ws", "ws"),
+    ("separate", "128,128,8,2,persistent", "2,0,ws,tma", "ws"),
     ("separate", "128,128,8,2,ws", "2,0,ws,tma", "ws"),
     ("separate", "128,128,8,2,ws", "2,0,ws,doc", "ws"),
     ("separate", "128,128,8,2", "2,0,ws,tma,doc", "plain")])

@@ -18,3 +18,14 @@ def cuda_major(device: torch.device | None = None) -> int:
     if device is not None:
         return _capability(device.index)[0] if device.type == "cuda" else 0
     return _capability(torch.cuda.current_device())[0] if torch.cuda.is_available() else 0
+
+
+def sm_count(device: torch.device) -> int:
+    """The number of SMs of a CUDA device (cached, as cuda_major): the persistent kernels launch
+    at most one program per SM."""
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count

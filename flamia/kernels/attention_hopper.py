@@ -93,7 +93,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from . import cuda_major
+from . import cuda_major, sm_count
 from .quantize import e8m0_exponent, pow2
 
 # Renamed after triton 3.6 (the H200 image's); CI's triton 3.9 compiles this module too.
@@ -110,7 +110,7 @@ LOG2E = 1.4426950408889634
 # warp-specialized forward (_attn_fwd_hopper_ws_kernel: two consumer warpgroups, each its own
 # partition, and a TMA producer warp; M = 128, W = 8 only), "M,N,W,S,pingpong" the same with the
 # two warpgroups taking turns to issue their MMAs.
-FWD_MODES = ("ws", "pingpong")
+FWD_MODES = ("ws", "pingpong", "persistent")
 DEFAULT_CONFIG = (128, 128, 8, 2)
 # Default mode: warp-specialized ("ws"), 4-14% faster than the plain kernel on the H200 and the
 # same bits (bench/results/fwd_variants_20261204_H200.txt); ping-pong turns were not faster.
@@ -126,14 +126,17 @@ def _fwd_setting() -> tuple[tuple[int, int, int, int], str]:
     try:
         m, n, w, st = (int(x) for x in (fields[:4] if mode else fields))
     except ValueError:
-        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}; accepted: M,N,W,S[,ws|,pingpong] e.g. "
-                         "128,128,8,2 or 128,128,8,2,ws") from None
+        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}; accepted: M,N,W,S[,ws|,pingpong|,persistent]"
+                         " e.g. 128,128,8,2 or 128,128,8,2,ws") from None
     if m != 16 * w or m not in (64, 128) or n not in (64, 128) or st < 2:
         raise ValueError(f"FLAMIA_GLUON_FWD={text!r}: needs M = 16 * W, M and N in (64, 128), "
                          "S >= 2")
     if mode and (m, w) != (128, 8):
         raise ValueError(f"FLAMIA_GLUON_FWD={text!r}: the warp-specialized forward needs M = 128, "
                          "W = 8 (two consumer warpgroups of 64 rows)")
+    if mode == "persistent" and st != 2:
+        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}: the persistent forward takes S = 2 (Q, O and "
+                         "3 ring slots exceed the shared memory at D = 128)")
     return (m, n, w, st), mode
 
 
@@ -145,7 +148,8 @@ def config() -> tuple[int, int, int, int]:
 
 def fwd_mode() -> str:
     """"" (the plain forward), "ws" or "pingpong" (_attn_fwd_hopper_ws_kernel without / with
-    turns), from FLAMIA_GLUON_FWD's fifth field."""
+    turns) or "persistent" (_attn_fwd_hopper_persistent_kernel), from FLAMIA_GLUON_FWD's fifth
+    field."""
     return _fwd_setting()[1]
 
 
@@ -191,18 +195,18 @@ def _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, n, MASKED: gl.constexpr,
 
 
 @gluon.jit
-def _query_program(entry, seg_start_ptr, seg_end_ptr, total, H_Q: gl.constexpr,
+def _query_program(entry, head, seg_start_ptr, seg_end_ptr, total, H_Q: gl.constexpr,
                    H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, DOC_TILES: gl.constexpr):
-    """The query tile this program owns (grid (Hq, tiles in launch order); ``entry``: its entry
-    of the launch order, >= 0): head, its K/V column, first row, the end of its rows (row_end:
-    rows from there on are not its own) and the key tiles it visits, tile n holding keys
-    key0 + n * BLOCK_N .., as kernels.attention._query_tile / _key_tile_ranges: [lo, full_lo)
-    and [full_hi, hi) masked, [full_lo, full_hi) unmasked. Grid tiles: entry is the tile's
-    index, key0 = 0, row_end = total. DOC_TILES (kernels.attention.doc_tiles): entry is the
-    tile's first row, key0 its segment's start, row_end its segment's end. Scalars only, so
-    that any partition can compute them."""
-    head = gl.program_id(0)
+    """A query tile of ``head`` (``entry``: the tile's entry of the launch order, >= 0; in a
+    grid (Hq, tiles in launch order) head is program_id(0), in the persistent forward the work
+    item's): head, its K/V column, first row, the end of its rows (row_end: rows from there on
+    are not its own) and the key tiles it visits, tile n holding keys key0 + n * BLOCK_N .., as
+    kernels.attention._query_tile / _key_tile_ranges: [lo, full_lo) and [full_hi, hi) masked,
+    [full_lo, full_hi) unmasked. Grid tiles: entry is the tile's index, key0 = 0, row_end =
+    total. DOC_TILES (kernels.attention.doc_tiles): entry is the tile's first row, key0 its
+    segment's start, row_end its segment's end. Scalars only, so that any partition can compute
+    them."""
     kv_col = (head // (H_Q // H_KV)) * HEAD_DIM
     if DOC_TILES:
         start_m = entry
@@ -349,6 +353,18 @@ def _store_rows_tma(x, smem, desc, row0, col):
 
 
 @gluon.jit
+def _store_rows_async(x, smem, desc, row0, col):
+    """_store_rows_tma without waiting for the store: the wait comes before smem is written
+    again (the partition's warps meet after it, since only the thread that issued the store
+    waits for it), or at the end of the kernel."""
+    tma.store_wait(pendings=0)
+    cta_barrier()  # this partition's warps only (a named barrier)
+    smem.store(x)
+    fence_async_shared()
+    tma_store(desc, [row0, col], smem)
+
+
+@gluon.jit
 def _store_rows_masked(x, out_ptr, row0, col, row_end, STRIDE: gl.constexpr,
                        layout: gl.constexpr):
     """x [ROWS, D] (``layout``) in bf16 into rows row0 .. of a contiguous [T, H, D] tensor seen as
@@ -364,13 +380,17 @@ def _store_rows_masked(x, out_ptr, row0, col, row_end, STRIDE: gl.constexpr,
 @gluon.jit
 def _store_o_lse(acc, m_i, l_i, o_smem, o_desc, lse_ptr, head, stride_lh, offs_m, row_ok, row0,
                  row_end, o_ptr, H_Q: gl.constexpr, HEAD_DIM: gl.constexpr,
-                 o_layout: gl.constexpr, DOC_TILES: gl.constexpr):
+                 o_layout: gl.constexpr, DOC_TILES: gl.constexpr, ASYNC: gl.constexpr = False):
     """The forward's epilogue for query rows row0 .. (those below row_end: see _query_program):
-    lse2 = m + log2(l), and O = acc / l in bf16 (_store_rows)."""
+    lse2 = m + log2(l), and O = acc / l in bf16 (_store_rows; ASYNC, grid tiles only:
+    _store_rows_async)."""
     o = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, o_layout)), 1)
     gl.store(lse_ptr + head * stride_lh + offs_m, m_i + gl.log2(l_i), mask=row_ok)
-    _store_rows(o.to(gl.bfloat16), o_smem, o_desc, o_ptr, row0, head * HEAD_DIM, row_end,
-                H_Q * HEAD_DIM, DOC_TILES, o_layout)
+    if ASYNC:
+        _store_rows_async(o.to(gl.bfloat16), o_smem, o_desc, row0, head * HEAD_DIM)
+    else:
+        _store_rows(o.to(gl.bfloat16), o_smem, o_desc, o_ptr, row0, head * HEAD_DIM, row_end,
+                    H_Q * HEAD_DIM, DOC_TILES, o_layout)
 
 
 @gluon.jit
@@ -425,13 +445,18 @@ def _fwd_rows_of(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty
                  row_end, key0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr,
                  BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
                  WARPS: gl.constexpr, WS: gl.constexpr, TURN: gl.constexpr, H_Q: gl.constexpr,
-                 DOC_TILES: gl.constexpr):
+                 DOC_TILES: gl.constexpr, base=0, q_phase=0, q_empty=None, o_smem=None):
     """The forward of query rows row0 .. row0 + ROWS - 1 of ``head`` (WARPS / 4 warpgroups of
     64 rows) over key tiles lo .. hi - 1 of the ring (Q in q_smem once q_bar completes): O
     through q_smem (_store_rows; o_ptr: O's base), lse2 to lse_ptr; row_end, key0, DOC_TILES:
     see _query_program. WS: one partition of the warp-specialized forward (the producer fills
     the ring; the slots are released through k_empty / v_empty), TURN its place in the
-    ping-pong (_mma_turn; 0: none)."""
+    ping-pong (_mma_turn; 0: none). The persistent forward (_attn_fwd_hopper_persistent_kernel)
+    runs several tiles through one ring: base counts the ring's tiles before this one (key
+    tile n is the ring's tile n - lo + base), q_phase is the phase of q_bar's completion for
+    this tile; Q's slot is released through q_empty once the last S = Q K^T has run, and O goes
+    out through its own o_smem by a TMA store that the next tile's epilogue waits for
+    (_store_rows_async)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -446,17 +471,18 @@ def _fwd_rows_of(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty
     s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
 
     # First tile: S and its softmax (O is still 0, nothing to rescale).
-    mbarrier.wait(q_bar, 0)
-    mbarrier.wait(k_bars.index(0), 0)
+    mbarrier.wait(q_bar, q_phase)
+    first = base % STAGES
+    mbarrier.wait(k_bars.index(first), (base // STAGES) & 1)
     if TURN == 2:  # warpgroup 0 goes first: warpgroup 1 hands it the first turn
         _mma_turn(lo, TURN, True)
     _mma_turn(lo, TURN, False)
-    s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
+    s = warpgroup_mma(q_smem, k_smem.index(first).permute((1, 0)), s_zero, use_acc=False,
                       is_async=True)
     _mma_turn(lo, TURN, True)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
     if WS:
-        mbarrier.arrive(k_empty.index(0))
+        mbarrier.arrive(k_empty.index(first))
     if (lo < full_lo) | (lo >= full_hi):
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, True,
                                            BLOCK_N, s_layout, False, key0)
@@ -467,34 +493,42 @@ def _fwd_rows_of(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty
 
     # Steps lo + 1 .. hi - 1 in three loops (masked boundary tiles, unmasked tiles, masked
     # diagonal tiles): no branch inside a step, where ptxas would wait for the MMAs in flight
-    # at the join (SASS, 2026-12-03: the softmax then ran after P V, not beside it).
+    # at the join (SASS, 2026-12-03: the softmax then ran after P V, not beside it). Key tile n
+    # is the ring's tile n - ring0.
+    ring0 = lo - base
     for n in range(lo + 1, full_lo):
         acc, p_op, m_i, l_i = _fwd_step(
             acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
-            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, key0, True, WS,
+            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, ring0, hi, kv_col, key0, True, WS,
             TURN, BLOCK_N, STAGES, s_layout, o_layout, p_layout)
     for n in range(gl.maximum(lo + 1, full_lo), full_hi):
         acc, p_op, m_i, l_i = _fwd_step(
             acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
-            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, key0, False, WS,
+            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, ring0, hi, kv_col, key0, False, WS,
             TURN, BLOCK_N, STAGES, s_layout, o_layout, p_layout)
     for n in range(gl.maximum(lo + 1, full_hi), hi):
         acc, p_op, m_i, l_i = _fwd_step(
             acc, p_op, m_i, l_i, q_smem, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty,
-            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, lo, hi, kv_col, key0, True, WS,
+            k_desc, v_desc, s_zero, c, offs_m, seg_start_m, n, ring0, hi, kv_col, key0, True, WS,
             TURN, BLOCK_N, STAGES, s_layout, o_layout, p_layout)
 
-    last = (hi - 1 - lo) % STAGES
-    mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
+    if q_empty is not None:  # every S of this tile has run: the producer may load the next Q
+        mbarrier.arrive(q_empty)
+    last = (hi - 1 - ring0) % STAGES
+    mbarrier.wait(v_bars.index(last), ((hi - 1 - ring0) // STAGES) & 1)
     _mma_turn(hi, TURN, False)
     acc = warpgroup_mma(p_op, v_smem.index(last), acc, is_async=True)
     if TURN == 1:  # warpgroup 0's last hand-over; warpgroup 1's would have no taker
         _mma_turn(hi, TURN, True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
 
-    # Q's slot holds the O tile for the TMA store (same shape, dtype and layout).
-    _store_o_lse(acc, m_i, l_i, q_smem, o_desc, lse_ptr, head, stride_lh, offs_m, row_ok, row0,
-                 row_end, o_ptr, H_Q, HEAD_DIM, o_layout, DOC_TILES)
+    if o_smem is None:
+        # Q's slot holds the O tile for the TMA store (same shape, dtype and layout).
+        _store_o_lse(acc, m_i, l_i, q_smem, o_desc, lse_ptr, head, stride_lh, offs_m, row_ok,
+                     row0, row_end, o_ptr, H_Q, HEAD_DIM, o_layout, DOC_TILES)
+    else:
+        _store_o_lse(acc, m_i, l_i, o_smem, o_desc, lse_ptr, head, stride_lh, offs_m, row_ok,
+                     row0, row_end, o_ptr, H_Q, HEAD_DIM, o_layout, DOC_TILES, True)
 
 
 @gluon.jit
@@ -511,8 +545,8 @@ def _attn_fwd_hopper_kernel(
         if entry < 0:  # past the last tile
             return
     head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _query_program(
-        entry, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N,
-        DOC_TILES)
+        entry, gl.program_id(0), seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M,
+        BLOCK_N, DOC_TILES)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
@@ -549,16 +583,20 @@ WS_PRODUCER_REGS = 40
 def _fwd_ws_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
                      k_empty, v_empty, head, kv_col, start_m, key0, lo, hi,
                      HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                     V_TOKEN_MAJOR: gl.constexpr = False):
+                     V_TOKEN_MAJOR: gl.constexpr = False, base=0, q_phase=0, q_empty=None):
     """The TMA producer warp: both halves of the Q tile, then K_n and V_n into slot
     (n - lo) % STAGES once both consumers have released the tile that was there.
-    V_TOKEN_MAJOR: v_desc is over V's token-contiguous copy (the FP8 forward)."""
+    V_TOKEN_MAJOR: v_desc is over V's token-contiguous copy (the FP8 forward). The persistent
+    forward: key tile n into the ring's tile n - lo + base, each Q half once its consumer has
+    released the previous tile's (q_empty; q_phase: this tile's phase of q_bars)."""
     for h in gl.static_range(2):
+        if q_empty is not None:
+            mbarrier.wait(q_empty.index(h), q_phase ^ 1)
         mbarrier.expect(q_bars.index(h), q_desc.block_type.nbytes)
         tma_load(q_desc, [start_m + h * q_desc.block_type.shape[0], head * HEAD_DIM],
                  q_bars.index(h), q_smem.index(h))
     for n in range(lo, hi):
-        i = n - lo
+        i = n - lo + base
         # A fresh mbarrier counts as having completed the phase before its first, so the first
         # round's waits (parity 1) pass at once.
         phase = ((i // STAGES) & 1) ^ 1
@@ -605,8 +643,8 @@ def _attn_fwd_hopper_ws_kernel(
         if entry < 0:  # past the last tile
             return
     head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _query_program(
-        entry, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF, BLOCK_N,
-        DOC_TILES)
+        entry, gl.program_id(0), seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF,
+        BLOCK_N, DOC_TILES)
     q_smem, q_bars, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty = _ws_query_buffers(
         q_desc, k_desc, v_desc, STAGES)
     fence_async_shared()
@@ -624,6 +662,96 @@ def _attn_fwd_hopper_ws_kernel(
         (_fwd_ws_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars,
                             v_bars, k_empty, v_empty, head, kv_col, start_m, key0, lo, hi,
                             HEAD_DIM, BLOCK_N, STAGES)),
+    ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+
+
+# Persistent forward (FLAMIA_GLUON_FWD=128,128,8,2,persistent): the warp-specialized forward with
+# one program per SM that takes the work items (head, query tile) of the launch order in turn
+# (item w: tile order[w // Hq], head w % Hq, the order the grid (Hq, tiles) launches them in),
+# so that a tile's prologue and epilogue overlap the previous tile's work: the producer loads the
+# next tile's Q as soon as the consumers have run their last S = Q K^T, and its first K/V tiles
+# as ring slots free up, while the consumers finish P V and store O through slots of their own
+# (the TMA store is waited for by the next tile's epilogue). On short documents a 128-row tile
+# is a few key tiles, so a program's fixed cost (launch, barrier setup, Q's load latency, the
+# store of O) is a large part of its time. Each tile's MMAs and softmax steps are those of the
+# non-persistent kernel: the same bits (GPU test). Grid tiles only.
+@gluon.jit
+def _fwd_persistent_rows(q_smem, q_bar, q_empty, o_smem, k_smem, v_smem, k_bars, v_bars, k_empty,
+                         v_empty, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr,
+                         order_ptr, stride_lh, total, c, n_work, HALF_INDEX: gl.constexpr,
+                         H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr,
+                         BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+    """A consumer of the persistent forward: rows HALF_INDEX * 64 .. of each work item's tile."""
+    ROWS: gl.constexpr = o_desc.block_type.shape[0]
+    base = 0  # the ring's tiles consumed before this work item
+    t = 0  # work items before this one
+    for w in range(gl.program_id(0), n_work, gl.num_programs(0)):
+        head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _query_program(
+            gl.load(order_ptr + w // H_Q), w % H_Q, seg_start_ptr, seg_start_ptr, total, H_Q,
+            H_KV, HEAD_DIM, 2 * ROWS, BLOCK_N, False)
+        _fwd_rows_of(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k_desc,
+                     v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh, total, c, head,
+                     kv_col, start_m + HALF_INDEX * ROWS, row_end, key0, lo, full_lo, full_hi,
+                     hi, ROWS, BLOCK_N, HEAD_DIM, STAGES, 4, True, 0, H_Q, False, base, t & 1,
+                     q_empty, o_smem)
+        base += hi - lo
+        t += 1
+    tma.store_wait(pendings=0)  # the last O tile is out before the program's memory goes
+
+
+@gluon.jit
+def _fwd_persistent_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, q_empty,
+                             k_bars, v_bars, k_empty, v_empty, seg_start_ptr, order_ptr, total,
+                             n_work, H_Q: gl.constexpr, H_KV: gl.constexpr,
+                             HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                             STAGES: gl.constexpr):
+    """The producer warp of the persistent forward: _fwd_ws_producer for each work item."""
+    base = 0
+    t = 0
+    for w in range(gl.program_id(0), n_work, gl.num_programs(0)):
+        head, kv_col, start_m, _, key0, lo, _, _, hi = _query_program(
+            gl.load(order_ptr + w // H_Q), w % H_Q, seg_start_ptr, seg_start_ptr, total, H_Q,
+            H_KV, HEAD_DIM, 2 * q_desc.block_type.shape[0], BLOCK_N, False)
+        _fwd_ws_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
+                         k_empty, v_empty, head, kv_col, start_m, key0, lo, hi, HEAD_DIM,
+                         BLOCK_N, STAGES, False, base, t & 1, q_empty)
+        base += hi - lo
+        t += 1
+
+
+@gluon.jit
+def _attn_fwd_hopper_persistent_kernel(
+    q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, order_ptr, stride_lh, total,
+    c, n_work, H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr,
+    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+    PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+):
+    """Grid (programs,), at most one per SM; n_work = Hq x query tiles; num_warps = 4 (the
+    default partition); q/o descriptors with 64-row blocks, k/v with BLOCK_N rows. Shared memory
+    at D = 128: Q and O 2 x 16 KB each, the ring 2 x 64 KB."""
+    q_smem, q_bars, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty = _ws_query_buffers(
+        q_desc, k_desc, v_desc, STAGES)
+    o_smem = gl.allocate_shared_memory(o_desc.dtype, [2] + o_desc.block_type.shape,
+                                       o_desc.layout)
+    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for h in gl.static_range(2):
+        mbarrier.init(q_empty.index(h), count=1)
+    fence_async_shared()
+    gl.warp_specialize([
+        (_fwd_persistent_rows, (q_smem.index(0), q_bars.index(0), q_empty.index(0),
+                                o_smem.index(0), k_smem, v_smem, k_bars, v_bars, k_empty,
+                                v_empty, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr,
+                                order_ptr, stride_lh, total, c, n_work, 0, H_Q, H_KV, HEAD_DIM,
+                                BLOCK_N, STAGES)),
+        (_fwd_persistent_rows, (q_smem.index(1), q_bars.index(1), q_empty.index(1),
+                                o_smem.index(1), k_smem, v_smem, k_bars, v_bars, k_empty,
+                                v_empty, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr,
+                                order_ptr, stride_lh, total, c, n_work, 1, H_Q, H_KV, HEAD_DIM,
+                                BLOCK_N, STAGES)),
+        (_fwd_persistent_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars,
+                                    q_empty, k_bars, v_bars, k_empty, v_empty, seg_start_ptr,
+                                    order_ptr, total, n_work, H_Q, H_KV, HEAD_DIM, BLOCK_N,
+                                    STAGES)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -846,8 +974,8 @@ def _attn_fwd8_hopper_ws_kernel(
     with [D, BLOCK_N] blocks; sq [Hq, T] and skv [Hkv, T, 2] (sK, sV) per-token scales."""
     HALF: gl.constexpr = q_desc.block_type.shape[0]
     head, kv_col, start_m, _, _, lo, full_lo, full_hi, hi = _query_program(
-        gl.load(order_ptr + gl.program_id(1)), seg_start_ptr, seg_start_ptr, total, H_Q, H_KV,
-        HEAD_DIM, 2 * HALF, BLOCK_N, False)
+        gl.load(order_ptr + gl.program_id(1)), gl.program_id(0), seg_start_ptr, seg_start_ptr,
+        total, H_Q, H_KV, HEAD_DIM, 2 * HALF, BLOCK_N, False)
     skv_ptr = skv_ptr + (kv_col // HEAD_DIM) * stride_skh
     QK_K: gl.constexpr = 256 // q_desc.dtype.primitive_bitwidth
     q_smem, q_bars, k_smem, vt_smem, k_bars, v_bars, k_empty, v_empty = _ws_query_buffers(
@@ -1021,8 +1149,8 @@ def _attn_bwd_dq_hopper_kernel(
         if entry < 0:  # past the last tile
             return
     head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _query_program(
-        entry, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N,
-        DOC_TILES)
+        entry, gl.program_id(0), seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M,
+        BLOCK_N, DOC_TILES)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
     do_smem = gl.allocate_shared_memory(do_desc.dtype, do_desc.block_type.shape, do_desc.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -1088,8 +1216,8 @@ def _attn_bwd_dq_hopper_ws_kernel(
         if entry < 0:  # past the last tile
             return
     head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _query_program(
-        entry, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF, BLOCK_N,
-        DOC_TILES)
+        entry, gl.program_id(0), seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * HALF,
+        BLOCK_N, DOC_TILES)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape,
                                        q_desc.layout)
     do_smem = gl.allocate_shared_memory(do_desc.dtype, [2] + do_desc.block_type.shape,
@@ -2175,6 +2303,18 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse, s
     (block_m, block_n, warps, stages), mode = _fwd_setting()
     grid = (hq, order_fwd.numel())
     seg_end = _seg_end(seg_end, doc_tiles, seg_start)
+    if mode == "persistent":
+        if doc_tiles:
+            raise ValueError("the persistent forward (FLAMIA_GLUON_FWD=...,persistent) runs grid "
+                             "tiles only; unset FLAMIA_TILES=doc or choose another forward")
+        half, n_work = block_m // 2, hq * order_fwd.numel()
+        _attn_fwd_hopper_persistent_kernel[(min(n_work, sm_count(q.device)), )](
+            _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
+            _rows_view(o, half), o, lse, seg_start, order_fwd, lse.stride(0), total,
+            softmax_scale * LOG2E, n_work, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d,
+            BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=WS_CONSUMER_REGS,
+            PRODUCER_REGS=WS_PRODUCER_REGS, num_warps=4)
+        return o, lse
     if mode:
         half = block_m // 2
         _attn_fwd_hopper_ws_kernel[grid](
