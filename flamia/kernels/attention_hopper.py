@@ -521,6 +521,8 @@ def _fwd_rows_of(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty
     if TURN == 1:  # warpgroup 0's last hand-over; warpgroup 1's would have no taker
         _mma_turn(hi, TURN, True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+    if q_empty is not None:  # persistent: the next tile's V goes into this slot
+        mbarrier.arrive(v_empty.index(last))
 
     if o_smem is None:
         # Q's slot holds the O tile for the TMA store (same shape, dtype and layout).
