@@ -24,6 +24,8 @@ Providers:
     flamia-bf16 (persistent fwd)  the same with FLAMIA_GLUON_FWD=128,128,8,2,persistent: the
                  persistent Gluon forward (one program per SM taking the tiles in turn); named
                  with --providers only
+    flamia-bf16 (persistent fwd, dQ)  the same and FLAMIA_GLUON_DQ=persistent: the persistent
+                 Gluon dQ kernel too; named with --providers only
     flamia-bf16 (doc tiles)  the same with FLAMIA_TILES=doc: tiles start at each document's start
                  (flamia.kernels.attention.doc_tiles); named with --providers only
     flamia-mxfp8 flamia.attention(recipe="mxfp8", impl="triton"), quantization included
@@ -300,6 +302,7 @@ PROVIDERS = {
     "flamia-bf16 (triton kernels)": prep_flamia,
     "flamia-bf16 (dK/dV lse by loads)": prep_flamia,
     "flamia-bf16 (persistent fwd)": prep_flamia,
+    "flamia-bf16 (persistent fwd, dQ)": prep_flamia,
     "flamia-bf16 (doc tiles)": prep_flamia,
     "flamia-mxfp8": prep_flamia_mxfp8,
     "flamia-mxfp8 (Gluon dK/dV)": prep_flamia_mxfp8,
@@ -321,8 +324,10 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 "flamia-mxfp8 (Gluon dK/dV)": {"FLAMIA_DKDV_KERNEL": "gluon"},
                 "flamia-bf16 (dK/dV lse by loads)": {"FLAMIA_GLUON_DKDV_LSE": "load"},
                 "flamia-bf16 (doc tiles)": {"FLAMIA_TILES": "doc"},
-                # written 2026-12-05 (fourth session), opt-in until measured
-                "flamia-bf16 (persistent fwd)": {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent"}}
+                # the persistent Gluon forward and dQ kernels (2026-12-05, fourth session): opt-in
+                "flamia-bf16 (persistent fwd)": {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent"},
+                "flamia-bf16 (persistent fwd, dQ)": {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent",
+                                                     "FLAMIA_GLUON_DQ": "persistent"}}
 # The full grid leaves out the fused-dQ variant (slower, bench/results/dq_diagnose_20261203_H200.txt);
 # name it with --providers to include it.
 DEFAULT_PROVIDERS = [name for name in PROVIDERS if name not in PROVIDER_ENV]

@@ -51,9 +51,10 @@ def compile_fwd(config: str, d: int = 128, hq: int = 16, hkv: int = 16):
 
 def compile_dq(d: int = 128, hq: int = 16, hkv: int = 16, mode: str = "plain"):
     """The compiled dQ kernel (its tiles are fixed: DQ_CONFIG), FLAMIA_GLUON_DQ=mode."""
-    if mode == "ws":  # 64-row Q/dO/dQ blocks, num_warps = 4 (the default partition)
+    if mode in ("ws", "persistent"):  # 64-row Q/dO/dQ blocks, num_warps = 4
         m, n, _, st = H.DQ_CONFIG
-        return _compile(H._attn_bwd_dq_hopper_ws_kernel, ("q", "do", "dq"), ("k", "v"),
+        return _compile(H._attn_bwd_dq_hopper_ws_kernel if mode == "ws" else
+                        H._attn_bwd_dq_hopper_persistent_kernel, ("q", "do", "dq"), ("k", "v"),
                         (m // 2, n, 4, st), d, hq, hkv, drop=("BLOCK_M", ),
                         CONSUMER_REGS=H.DQ_WS_CONSUMER_REGS, PRODUCER_REGS=H.DQ_WS_PRODUCER_REGS)
     return _compile(H._attn_bwd_dq_hopper_kernel, ("q", "do", "dq"), ("k", "v"), H.DQ_CONFIG,
@@ -275,7 +276,7 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
             q, k, v, docs.seg_start, docs.order_fwd, 0.1, o, lse, docs.seg_end, True))
         run("fwd plain doc", {"FLAMIA_GLUON_FWD": "128,128,8,2"}, lambda: H.attention_fwd_hopper(
             q, k, v, docs.seg_start, docs.order_fwd, 0.1, o, lse, docs.seg_end, True))
-        for mode in H.DQ_MODES:
+        for mode in ("ws", "plain"):  # the persistent kernels take grid tiles only
             run(f"dq {mode} doc", {"FLAMIA_GLUON_DQ": mode}, lambda: H.attention_dq_hopper(
                 q, k, v, do, lse, delta, docs.seg_start, docs.order_dq, 0.1, grads[0],
                 docs.seg_end, True))

@@ -265,18 +265,20 @@ dkdv)  # the Gluon dK/dV kernel: GPU tests of the Gluon kernels, then its varian
   grep -vE "Warn|warn" $OUT/dkdv_variants.txt | tail -30
   ;;
 persist)  # written 2026-12-05 (fourth session) without a GPU: the persistent Gluon forward
-         # (FLAMIA_GLUON_FWD=128,128,8,2,persistent): its GPU tests (same bits as the plain
-         # forward, probes), the forward alone against the warp-specialized one, a quick
-         # benchmark in one process (~7 min)
+         # (FLAMIA_GLUON_FWD=128,128,8,2,persistent; measured 16:26 on an H100) and dQ kernel
+         # (FLAMIA_GLUON_DQ=persistent; not yet run): GPU tests (same bits as the plain kernels,
+         # probes), each kernel alone against the warp-specialized one, a quick benchmark in one
+         # process (~8 min)
   FLAMIA_AUTOTUNE=0 step "gpu tests" 170 python -m pytest -q -p no:cacheprovider \
-    tests/test_kernels_hopper.py -k "persistent or config_is_checked" > $OUT/gpu_tests.log 2>&1
+    tests/test_kernels_hopper.py -k "persistent or is_checked or warp_specialized_dq" \
+    > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
-  FLAMIA_AUTOTUNE=8x3,4x3 step "fwd variants" 120 python -m bench.gluon_variants --kernel fwd \
-    --configs 128,128,8,2,ws 128,128,8,2,persistent > $OUT/fwd_variants.txt 2>&1
-  grep -vE "Warn|warn" $OUT/fwd_variants.txt | tail -14
+  FLAMIA_AUTOTUNE=8x3,4x3 step "dq variants" 100 python -m bench.gluon_variants --kernel dq \
+    --configs ws persistent > $OUT/dq_variants.txt 2>&1
+  grep -vE "Warn|warn" $OUT/dq_variants.txt | tail -10
   FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 240 python -m bench.attention --quick --profile --dists \
     u32_1024 lognormal_1k one_doc --providers flamia-bf16 "flamia-bf16 (persistent fwd)" \
-    cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
+    "flamia-bf16 (persistent fwd, dQ)" cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | tail -40
   ;;
 bench)  # the full grid with the accuracy table and autotune picks (~5 min), then the GPU tests of

@@ -136,6 +136,8 @@ def test_gluon_dq_mode_is_checked(monkeypatch):
     assert H.dq_mode() == "ws"
     monkeypatch.setenv("FLAMIA_GLUON_DQ", "plain")
     assert H.dq_mode() == "plain"
+    monkeypatch.setenv("FLAMIA_GLUON_DQ", "persistent")
+    assert H.dq_mode() == "persistent"
     monkeypatch.setenv("FLAMIA_GLUON_DQ", "WS")
     with pytest.raises(ValueError, match="FLAMIA_GLUON_DQ='WS'; accepted"):
         H.dq_mode()
@@ -296,16 +298,18 @@ def test_warp_specialized_dkdv_is_the_plain_dkdv(lengths, hq, hkv, d, stages, po
 @hopper
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128)])
 def test_warp_specialized_dq_is_the_plain_dq(lengths, hq, hkv, d, poisoned, monkeypatch):
-    """FLAMIA_GLUON_DQ=ws: each query row sees the same MMAs and steps as in the plain Gluon dQ
-    kernel, so dQ is the same bits; every element written (poisoned outputs)."""
+    """FLAMIA_GLUON_DQ=ws|persistent: each query row sees the same MMAs and steps as in the
+    plain Gluon dQ kernel, so dQ is the same bits; every element written (poisoned outputs).
+    The persistent programs run several tiles each (more work items than SMs in every case)."""
     backward = _backward_case(lengths, hq, hkv, d, seed=9)
     monkeypatch.setenv("FLAMIA_DQ_KERNEL", "gluon")
     dqs = {}
-    for mode in ("plain", "ws"):
+    for mode in ("plain", "ws", "persistent"):
         monkeypatch.setenv("FLAMIA_GLUON_DQ", mode)
         dqs[mode] = backward()[0]
-    assert torch.isfinite(dqs["ws"]).all()
-    assert torch.equal(dqs["ws"], dqs["plain"])
+    for mode in ("ws", "persistent"):
+        assert torch.isfinite(dqs[mode]).all(), mode
+        assert torch.equal(dqs[mode], dqs["plain"]), mode
 
 
 @pytest.mark.gpu
@@ -429,7 +433,7 @@ def test_doc_tiles_gluon(lengths, hq, hkv, d, poisoned, monkeypatch):
     ("separate", "128,128,8,2", "2,0", "plain"), ("fused", "128,128,8,2", "2,0", "plain"),
     ("separate", "128,128,8,2,ws", "2,0,ws", "ws"),
     ("separate", "128,128,8,2,pingpong", "3,0,ws", "ws"),
-    ("separate", "128,128,8,2,persistent", "2,0,ws,tma", "ws"),
+    ("separate", "128,128,8,2,persistent", "2,0,ws,tma", "persistent"),
     ("separate", "128,128,8,2,ws", "2,0,ws,tma", "ws"),
     ("separate", "128,128,8,2,ws", "2,0,ws,doc", "ws"),
     ("separate", "128,128,8,2", "2,0,ws,tma,doc", "plain")])

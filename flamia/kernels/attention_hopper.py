@@ -678,6 +678,15 @@ def _attn_fwd_hopper_ws_kernel(
 # store of O) is a large part of its time. Each tile's MMAs and softmax steps are those of the
 # non-persistent kernel: the same bits (GPU test). Grid tiles only.
 @gluon.jit
+def _work_item(w, order_ptr, seg_start_ptr, total, H_Q: gl.constexpr, H_KV: gl.constexpr,
+               HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    """Work item w of a persistent kernel on grid tiles: query tile order[w // Hq] of head
+    w % Hq (the order the grid (Hq, tiles) launches them in), as _query_program returns it."""
+    return _query_program(gl.load(order_ptr + w // H_Q), w % H_Q, seg_start_ptr, seg_start_ptr,
+                          total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N, False)
+
+
+@gluon.jit
 def _fwd_persistent_rows(q_smem, q_bar, q_empty, o_smem, k_smem, v_smem, k_bars, v_bars, k_empty,
                          v_empty, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr,
                          order_ptr, stride_lh, total, c, n_work, HALF_INDEX: gl.constexpr,
@@ -688,9 +697,8 @@ def _fwd_persistent_rows(q_smem, q_bar, q_empty, o_smem, k_smem, v_smem, k_bars,
     base = 0  # the ring's tiles consumed before this work item
     t = 0  # work items before this one
     for w in range(gl.program_id(0), n_work, gl.num_programs(0)):
-        head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _query_program(
-            gl.load(order_ptr + w // H_Q), w % H_Q, seg_start_ptr, seg_start_ptr, total, H_Q,
-            H_KV, HEAD_DIM, 2 * ROWS, BLOCK_N, False)
+        head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _work_item(
+            w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * ROWS, BLOCK_N)
         _fwd_rows_of(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k_desc,
                      v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh, total, c, head,
                      kv_col, start_m + HALF_INDEX * ROWS, row_end, key0, lo, full_lo, full_hi,
@@ -711,9 +719,9 @@ def _fwd_persistent_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_b
     base = 0
     t = 0
     for w in range(gl.program_id(0), n_work, gl.num_programs(0)):
-        head, kv_col, start_m, _, key0, lo, _, _, hi = _query_program(
-            gl.load(order_ptr + w // H_Q), w % H_Q, seg_start_ptr, seg_start_ptr, total, H_Q,
-            H_KV, HEAD_DIM, 2 * q_desc.block_type.shape[0], BLOCK_N, False)
+        head, kv_col, start_m, _, key0, lo, _, _, hi = _work_item(
+            w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM,
+            2 * q_desc.block_type.shape[0], BLOCK_N)
         _fwd_ws_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
                          k_empty, v_empty, head, kv_col, start_m, key0, lo, hi, HEAD_DIM,
                          BLOCK_N, STAGES, False, base, t & 1, q_empty)
@@ -1008,12 +1016,13 @@ def _attn_fwd8_hopper_ws_kernel(
 # 128 queries x 64 keys on 8 warps (the triton dQ kernel's tiles, so the batch plan is shared):
 # S, dP (fp32), dS (bf16) and the dQ accumulator fit in registers; 2 K/V ring slots.
 DQ_CONFIG = (128, 64, 8, 2)
-DQ_MODES = ("ws", "plain")
+DQ_MODES = ("ws", "plain", "persistent")
 
 
 def dq_mode() -> str:
-    """"ws" (default: _attn_bwd_dq_hopper_ws_kernel) or "plain" (_attn_bwd_dq_hopper_kernel):
-    FLAMIA_GLUON_DQ; read at every launch."""
+    """"ws" (default: _attn_bwd_dq_hopper_ws_kernel), "plain" (_attn_bwd_dq_hopper_kernel) or
+    "persistent" (_attn_bwd_dq_hopper_persistent_kernel): FLAMIA_GLUON_DQ; read at every
+    launch."""
     mode = os.environ.get("FLAMIA_GLUON_DQ", "ws")
     if mode not in DQ_MODES:
         raise ValueError(f"FLAMIA_GLUON_DQ={mode!r}; accepted: {DQ_MODES}")
@@ -1093,11 +1102,12 @@ def _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty
                 sm_scale, head, kv_col, row0, row_end, key0, lo, full_lo, full_hi, hi,
                 ROWS: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                 STAGES: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr, H_Q: gl.constexpr,
-                DOC_TILES: gl.constexpr):
+                DOC_TILES: gl.constexpr, base=0, q_phase=0, q_empty=None, dq_smem=None):
     """dQ of query rows row0 .. row0 + ROWS - 1 of ``head`` (WARPS / 4 warpgroups of 64 rows;
     Q and dO in q_smem / do_smem once q_bar completes) over key tiles lo .. hi - 1 of the ring,
     written through q_smem (_store_rows; dq_ptr: dQ's base); row_end, key0, DOC_TILES: see
-    _query_program. WS: one consumer partition of the warp-specialized kernel."""
+    _query_program. WS: one consumer partition of the warp-specialized kernel. base, q_phase,
+    q_empty, dq_smem: the persistent kernel's, as _fwd_rows_of's (dq_smem: O's slot there)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16])
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -1110,28 +1120,35 @@ def _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty
     delta = gl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
     dq = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=dq_layout)
     s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
-    mbarrier.wait(q_bar, 0)
+    mbarrier.wait(q_bar, q_phase)
     # Three loops, no branch inside a step (see _fwd_step): masked boundary tiles, unmasked
-    # tiles, masked diagonal tiles.
+    # tiles, masked diagonal tiles. Key tile n is the ring's tile n - ring0.
+    ring0 = lo - base
     for n in range(lo, full_lo):
         dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
-                      v_desc, s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col,
+                      v_desc, s_zero, c, lse, delta, offs_m, seg_start_m, n, ring0, hi, kv_col,
                       key0, True, WS, BLOCK_N, STAGES, s_layout, ds_layout)
     for n in range(full_lo, full_hi):
         dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
-                      v_desc, s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col,
+                      v_desc, s_zero, c, lse, delta, offs_m, seg_start_m, n, ring0, hi, kv_col,
                       key0, False, WS, BLOCK_N, STAGES, s_layout, ds_layout)
     for n in range(full_hi, hi):
         dq = _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
-                      v_desc, s_zero, c, lse, delta, offs_m, seg_start_m, n, lo, hi, kv_col,
+                      v_desc, s_zero, c, lse, delta, offs_m, seg_start_m, n, ring0, hi, kv_col,
                       key0, True, WS, BLOCK_N, STAGES, s_layout, ds_layout)
 
-    # Q's slot holds the dQ tile for the TMA store (rows past the last token are clipped).
-    # Plain kernel: the other warpgroup may still read Q through its last MMA.
-    if not WS:
-        cta_barrier()
-    _store_rows((dq * sm_scale).to(gl.bfloat16), q_smem, dq_desc, dq_ptr, row0, head * HEAD_DIM,
-                row_end, H_Q * HEAD_DIM, DOC_TILES, dq_layout)
+    if dq_smem is None:
+        # Q's slot holds the dQ tile for the TMA store (rows past the last token are clipped).
+        # Plain kernel: the other warpgroup may still read Q through its last MMA.
+        if not WS:
+            cta_barrier()
+        _store_rows((dq * sm_scale).to(gl.bfloat16), q_smem, dq_desc, dq_ptr, row0,
+                    head * HEAD_DIM, row_end, H_Q * HEAD_DIM, DOC_TILES, dq_layout)
+    else:
+        # Every MMA of this tile has been waited for: the producer may load the next Q and dO.
+        mbarrier.arrive(q_empty)
+        _store_rows_async((dq * sm_scale).to(gl.bfloat16), dq_smem, dq_desc, row0,
+                          head * HEAD_DIM)
 
 
 @gluon.jit
@@ -1184,16 +1201,20 @@ DQ_WS_PRODUCER_REGS = 40
 @gluon.jit
 def _dq_ws_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem, v_smem,
                     k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo, hi,
-                    HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+                    HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                    base=0, q_phase=0, q_empty=None):
     """The TMA producer warp: each consumer's Q and dO halves, then K_n and V_n into slot
-    (n - lo) % STAGES once both consumers have released it."""
+    (n - lo) % STAGES once both consumers have released it. base, q_phase, q_empty: the
+    persistent kernel's, as _fwd_ws_producer's."""
     for h in gl.static_range(2):
+        if q_empty is not None:
+            mbarrier.wait(q_empty.index(h), q_phase ^ 1)
         mbarrier.expect(q_bars.index(h), q_desc.block_type.nbytes + do_desc.block_type.nbytes)
         row = start_m + h * q_desc.block_type.shape[0]
         tma_load(q_desc, [row, head * HEAD_DIM], q_bars.index(h), q_smem.index(h))
         tma_load(do_desc, [row, head * HEAD_DIM], q_bars.index(h), do_smem.index(h))
     for n in range(lo, hi):
-        i = n - lo
+        i = n - lo + base
         # A fresh mbarrier counts as having completed the phase before its first: the first
         # round's waits (parity 1) pass at once.
         mbarrier.wait(kv_empty.index(i % STAGES), ((i // STAGES) & 1) ^ 1)
@@ -1246,6 +1267,99 @@ def _attn_bwd_dq_hopper_ws_kernel(
         (_dq_ws_producer, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem,
                            v_smem, k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo, hi,
                            HEAD_DIM, BLOCK_N, STAGES)),
+    ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+
+
+# Persistent dQ kernel (FLAMIA_GLUON_DQ=persistent): the warp-specialized dQ kernel with one
+# program per SM taking the work items in turn, as the persistent forward does (its comment
+# above _work_item): Q and dO of the next tile load once both consumers have waited for their
+# last MMA of the tile, dQ goes out through slots of its own. The same bits as the other dQ
+# kernels (GPU test). Grid tiles only.
+@gluon.jit
+def _dq_persistent_rows(q_smem, do_smem, q_bar, q_empty, dq_smem, k_smem, v_smem, k_bars, v_bars,
+                        kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr,
+                        seg_start_ptr, order_ptr, stride_lh, total, c, sm_scale, n_work,
+                        HALF_INDEX: gl.constexpr, H_Q: gl.constexpr, H_KV: gl.constexpr,
+                        HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+    """A consumer of the persistent dQ kernel: rows HALF_INDEX * 64 .. of each work item's
+    tile."""
+    ROWS: gl.constexpr = dq_desc.block_type.shape[0]
+    base = 0  # the ring's tiles consumed before this work item
+    t = 0  # work items before this one
+    for w in range(gl.program_id(0), n_work, gl.num_programs(0)):
+        head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _work_item(
+            w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * ROWS, BLOCK_N)
+        _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
+                    v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total,
+                    c, sm_scale, head, kv_col, start_m + HALF_INDEX * ROWS, row_end, key0, lo,
+                    full_lo, full_hi, hi, ROWS, BLOCK_N, HEAD_DIM, STAGES, 4, True, H_Q, False,
+                    base, t & 1, q_empty, dq_smem)
+        base += hi - lo
+        t += 1
+    tma.store_wait(pendings=0)  # the last dQ tile is out before the program's memory goes
+
+
+@gluon.jit
+def _dq_persistent_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, q_empty,
+                            k_smem, v_smem, k_bars, v_bars, kv_empty, seg_start_ptr, order_ptr,
+                            total, n_work, H_Q: gl.constexpr, H_KV: gl.constexpr,
+                            HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                            STAGES: gl.constexpr):
+    """The producer warp of the persistent dQ kernel: _dq_ws_producer for each work item."""
+    base = 0
+    t = 0
+    for w in range(gl.program_id(0), n_work, gl.num_programs(0)):
+        head, kv_col, start_m, _, key0, lo, _, _, hi = _work_item(
+            w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM,
+            2 * q_desc.block_type.shape[0], BLOCK_N)
+        _dq_ws_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem, v_smem,
+                        k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo, hi, HEAD_DIM,
+                        BLOCK_N, STAGES, base, t & 1, q_empty)
+        base += hi - lo
+        t += 1
+
+
+@gluon.jit
+def _attn_bwd_dq_hopper_persistent_kernel(
+    q_desc, k_desc, v_desc, do_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr,
+    order_ptr, stride_lh, total, c, sm_scale, n_work, H_Q: gl.constexpr, H_KV: gl.constexpr,
+    HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+):
+    """Grid (programs,), at most one per SM; n_work = Hq x query tiles; num_warps = 4 (the
+    default partition); q/do/dq descriptors with 64-row blocks, k/v with BLOCK_N rows. Shared
+    memory at D = 128: Q, dO and dQ 2 x 16 KB each, the ring 2 x 32 KB."""
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape,
+                                       q_desc.layout)
+    do_smem = gl.allocate_shared_memory(do_desc.dtype, [2] + do_desc.block_type.shape,
+                                        do_desc.layout)
+    dq_smem = gl.allocate_shared_memory(dq_desc.dtype, [2] + dq_desc.block_type.shape,
+                                        dq_desc.layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for h in gl.static_range(2):
+        mbarrier.init(q_bars.index(h), count=1)
+        mbarrier.init(q_empty.index(h), count=1)
+    for st in gl.static_range(STAGES):
+        mbarrier.init(kv_empty.index(st), count=2)
+    k_smem, v_smem, k_bars, v_bars = _kv_ring(k_desc, v_desc, STAGES)
+    fence_async_shared()
+    gl.warp_specialize([
+        (_dq_persistent_rows, (q_smem.index(0), do_smem.index(0), q_bars.index(0),
+                               q_empty.index(0), dq_smem.index(0), k_smem, v_smem, k_bars,
+                               v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr,
+                               delta_ptr, seg_start_ptr, order_ptr, stride_lh, total, c,
+                               sm_scale, n_work, 0, H_Q, H_KV, HEAD_DIM, BLOCK_N, STAGES)),
+        (_dq_persistent_rows, (q_smem.index(1), do_smem.index(1), q_bars.index(1),
+                               q_empty.index(1), dq_smem.index(1), k_smem, v_smem, k_bars,
+                               v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr,
+                               delta_ptr, seg_start_ptr, order_ptr, stride_lh, total, c,
+                               sm_scale, n_work, 1, H_Q, H_KV, HEAD_DIM, BLOCK_N, STAGES)),
+        (_dq_persistent_producer, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars,
+                                   q_empty, k_smem, v_smem, k_bars, v_bars, kv_empty,
+                                   seg_start_ptr, order_ptr, total, n_work, H_Q, H_KV,
+                                   HEAD_DIM, BLOCK_N, STAGES)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -2389,6 +2503,18 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
     assert lse.stride(1) == 1 and delta.stride(1) == 1 and lse.stride(0) == delta.stride(0)
     block_m, block_n, warps, stages = DQ_CONFIG
     seg_end = _seg_end(seg_end, doc_tiles, seg_start)
+    if dq_mode() == "persistent":
+        if doc_tiles:
+            raise ValueError("the persistent dQ kernel (FLAMIA_GLUON_DQ=persistent) runs grid "
+                             "tiles only; unset FLAMIA_TILES=doc or choose another dQ kernel")
+        half, n_work = block_m // 2, hq * order_dq.numel()
+        _attn_bwd_dq_hopper_persistent_kernel[(min(n_work, sm_count(q.device)), )](
+            _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
+            _rows_view(do, half), _rows_view(dq, half), dq, lse, delta, seg_start, order_dq,
+            lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, n_work, H_Q=hq,
+            H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages,
+            CONSUMER_REGS=DQ_WS_CONSUMER_REGS, PRODUCER_REGS=DQ_WS_PRODUCER_REGS, num_warps=4)
+        return dq
     if dq_mode() == "ws":
         half = block_m // 2
         _attn_bwd_dq_hopper_ws_kernel[(hq, order_dq.numel())](
