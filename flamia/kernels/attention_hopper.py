@@ -13,6 +13,13 @@ to ~1e-5 relative), built the way FlashAttention-3 builds its forward:
   2.47 ms for the plain kernel, lognormal 1k 0.78-0.81 vs 0.85, U(32, 1024) 0.38-0.40 vs 0.42;
   the same bits as the plain kernel. Optional ping-pong turns between the warpgroups
   (FlashAttention-3's schedule, FLAMIA_GLUON_FWD=128,128,8,2,pingpong) measured no faster;
+- persistent (_attn_fwd_hopper_persistent_kernel, FLAMIA_GLUON_FWD=128,128,8,2,persistent,
+  opt-in): the warp-specialized forward with one program per SM taking the (head, tile) work
+  items in turn, the next tile's Q and first K/V loaded while the consumers finish the current
+  one. Same bits (GPU test); on an H100 (2026-12-05, bench/results/fwd_variants_20261205_H100.txt)
+  4-7% less kernel time on short documents (U(32, 1024) 0.454 vs 0.472 ms, lognormal 1k 0.844
+  vs 0.906), one document 2.10 vs 1.99 ms in that run and equal in the quick benchmark; the
+  persistent dQ kernel (FLAMIA_GLUON_DQ=persistent) is built the same way, not yet run;
 - the plain kernel (_attn_fwd_hopper_kernel, FLAMIA_GLUON_FWD=M,N,W,S): 8 warps, the ring refilled
   by the warpgroups themselves after a CTA barrier (both warpgroups read each slot, and a
   warpgroup_mma_wait only covers the MMAs of the warpgroup that waits); Nsight Compute put 23%
