@@ -112,6 +112,26 @@ profile)  # Nsight Compute on flamia's bf16 and mxfp8 kernels: stall reasons, pi
   tar czf $OUT/ncu_source.tgz -C /tmp ncu_src
   head -c 5000 $OUT/stalls.txt
   ;;
+shortdocs)  # Nsight Compute on U(32, 1024), where flamia-bf16's forward takes 0.45-0.49 ms to
+           # cuDNN THD's 0.30: every kernel of one fwd+bwd of flamia-bf16 and of cudnn-thd
+           # (cuDNN's launch grid, registers and stalls beside flamia's), then one document's
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+  for dist in u32_1024 one_doc; do
+    FLAMIA_AUTOTUNE=8x3 step "ncu $dist" 200 $ncu_bin --profile-from-start off \
+      --clock-control none --section SpeedOfLight --section WarpStateStats \
+      --section SchedulerStats --section Occupancy --section LaunchStats \
+      --section SourceCounters --export /tmp/short_$dist --force-overwrite \
+      python -m bench.ncu_attention --providers flamia-bf16 cudnn-thd --dist $dist \
+      > $OUT/ncu_$dist.txt 2>&1
+    tail -4 $OUT/ncu_$dist.txt
+    $ncu_bin --import /tmp/short_$dist.ncu-rep --page details --section LaunchStats \
+      --section SpeedOfLight > $OUT/ncu_${dist}_details.txt 2>&1
+    grep -E "^  [a-zA-Z_]|Duration|Grid Size|Registers Per|Compute \(SM\) Throughput" \
+      $OUT/ncu_${dist}_details.txt | head -60
+    PATH=$(dirname $ncu_bin):$PATH step "stalls $dist" 100 python -m bench.ncu_attention \
+      --stalls /tmp/short_$dist.ncu-rep > $OUT/stalls_$dist.txt 2>&1
+  done
+  ;;
 dq)  # BF16 dQ modes (FLAMIA_DQ): GPU tests of both, then a quick benchmark of both (~6 min)
   FLAMIA_AUTOTUNE=0 step "gpu tests" 200 python -m pytest -q -p no:cacheprovider \
     tests/test_kernels.py tests/test_api.py > $OUT/gpu_tests.log 2>&1

@@ -4,7 +4,9 @@
         --section WarpStateStats ... python -m bench.ncu_attention --recipes bf16 mxfp8
 
 Each recipe runs twice first (compile, autotune) outside the range; only the third call's kernels
-are profiled. The workload is bench.attention's (same lengths and inputs). After ncu has written
+are profiled. The workload is bench.attention's (same lengths and inputs). ``--providers`` names
+bench.attention providers instead (each under its PROVIDER_ENV), e.g. ``flamia-bf16 cudnn-thd``:
+cuDNN's kernels then show their own launch grid, registers and stalls beside flamia's. After ncu has written
 a report (``--export``), ``--stalls REPORT`` prints, per kernel, the stall reasons, the
 instruction mix and the SASS lines with the most warp-stall samples (the report's source page;
 run where ncu is installed; ``--raw-dir`` keeps the pages, ``--csv-dir`` summarizes kept pages
@@ -20,6 +22,7 @@ import io
 import os
 import re
 import subprocess
+from unittest import mock
 
 import torch
 
@@ -41,6 +44,32 @@ def profile_step(recipes, dist="lognormal_1k", rows=4, L=8192, heads=16, d=128, 
     torch.cuda.cudart().cudaProfilerStart()
     for recipe in recipes:
         step(recipe)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
+def profile_providers(names, dist="lognormal_1k", rows=4, L=8192, heads=16, d=128, seed=0):
+    """profile_step for bench.attention providers: one fwd+bwd of each in the profiled range."""
+    from bench.attention import PROVIDER_ENV, PROVIDERS
+
+    lengths, q, k, v, do, cu = workload_inputs(dist, rows, L, heads, heads, d, seed)
+
+    def step(name, fn):
+        with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
+            for t in (q, k, v):
+                t.grad = None
+            fn().backward(do)
+
+    fns = {}
+    for name in names:
+        with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
+            fns[name] = PROVIDERS[name](q, k, v, cu, lengths, L)
+        step(name, fns[name])
+        step(name, fns[name])
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for name, fn in fns.items():
+        step(name, fn)
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStop()
 
@@ -114,6 +143,8 @@ def top_stalls(report: str | None = None, csv_dir: str | None = None, raw_dir: s
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--recipes", nargs="+", default=["bf16", "mxfp8"])
+    ap.add_argument("--providers", nargs="+",
+                    help="bench.attention providers to profile instead of --recipes")
     ap.add_argument("--dist", default="lognormal_1k")
     ap.add_argument("--stalls", metavar="REPORT", help="print the stall table of an ncu report")
     ap.add_argument("--raw-dir", help="with --stalls: also write each kernel's source page here")
@@ -121,6 +152,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.stalls or args.csv_dir:
         print(top_stalls(args.stalls, args.csv_dir, args.raw_dir))
+    elif args.providers:
+        profile_providers(args.providers, args.dist)
     else:
         profile_step(args.recipes, args.dist)
 

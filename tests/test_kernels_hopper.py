@@ -130,6 +130,26 @@ def test_gluon_forward_config_is_checked(monkeypatch):
             H.config()
 
 
+def test_persistent_kernels_take_grid_tiles_only(monkeypatch):
+    """The persistent forward and dQ kernels refuse doc tiles (FLAMIA_TILES=doc) with the reason
+    and the way out, before anything is compiled or launched (CPU tensors; the capability check
+    stubbed)."""
+    from flamia.kernels import attention_hopper as H
+    monkeypatch.setattr(H, "cuda_major", lambda device=None: 9)
+    t, hq, d = 256, 2, 64
+    x = torch.zeros(t, hq, d, dtype=torch.bfloat16)
+    seg = torch.zeros(t, dtype=torch.int32)
+    order = torch.zeros(3, dtype=torch.int32)
+    lse = torch.zeros(hq, t)
+    monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,2,persistent")
+    with pytest.raises(ValueError, match="persistent forward .* grid tiles only"):
+        H.attention_fwd_hopper(x, x, x, seg, order, 0.1, torch.empty_like(x), lse, seg, True)
+    monkeypatch.setenv("FLAMIA_GLUON_DQ", "persistent")
+    with pytest.raises(ValueError, match="persistent dQ kernel .* grid tiles only"):
+        H.attention_dq_hopper(x, x, x, x, lse, lse, seg, order, 0.1, torch.empty_like(x), seg,
+                              True)
+
+
 def test_gluon_dq_mode_is_checked(monkeypatch):
     from flamia.kernels import attention_hopper as H
     monkeypatch.delenv("FLAMIA_GLUON_DQ", raising=False)
