@@ -18,7 +18,8 @@ to ~1e-5 relative), built the way FlashAttention-3 builds its forward:
   items in turn, the next tile's Q and first K/V loaded while the consumers finish the current
   one. Same bits (GPU test); on an H100 (2026-12-05, bench/results/fwd_variants_20261205_H100.txt)
   4-7% less kernel time on short documents (U(32, 1024) 0.454 vs 0.472 ms, lognormal 1k 0.844
-  vs 0.906), one document 2.10 vs 1.99 ms in that run and equal in the quick benchmark; the
+  vs 0.906), one document 2.10 vs 1.99 ms in that run and equal in the quick benchmark (work
+  items then dealt round-robin; the snake deal of _work_item came after, not yet run); the
   persistent dQ kernel (FLAMIA_GLUON_DQ=persistent) is built the same way, not yet run;
 - the plain kernel (_attn_fwd_hopper_kernel, FLAMIA_GLUON_FWD=M,N,W,S): 8 warps, the ring refilled
   by the warpgroups themselves after a CTA barrier (both warpgroups read each slot, and a
@@ -685,10 +686,22 @@ def _attn_fwd_hopper_ws_kernel(
 # store of O) is a large part of its time. Each tile's MMAs and softmax steps are those of the
 # non-persistent kernel: the same bits (GPU test). Grid tiles only.
 @gluon.jit
-def _work_item(w, order_ptr, seg_start_ptr, total, H_Q: gl.constexpr, H_KV: gl.constexpr,
-               HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
-    """Work item w of a persistent kernel on grid tiles: query tile order[w // Hq] of head
-    w % Hq (the order the grid (Hq, tiles) launches them in), as _query_program returns it."""
+def _work_item(j, n_work, order_ptr, seg_start_ptr, total, H_Q: gl.constexpr,
+               H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+               BLOCK_N: gl.constexpr):
+    """The work item a persistent program (grid tiles) runs as its j-th of j = pid, pid + P,
+    pid + 2P, .. (P programs), as _query_program returns it. Work item w is query tile
+    order[w // Hq] of head w % Hq (the order the grid (Hq, tiles) launches them in: longest
+    first). Round r (items rP .. rP + P - 1) is dealt in snake order, forwards when r is even and
+    backwards when odd, so that the program that takes a round's largest item takes the next
+    round's smallest: dealt in one direction every round, program 0 would run the largest of
+    each and its total would exceed the last program's by up to the largest item (one document:
+    64 of about 1000 steps per program)."""
+    n_prog = gl.num_programs(0)
+    r = j // n_prog
+    p = j - r * n_prog
+    size = gl.minimum(n_prog, n_work - r * n_prog)  # items in round r: p < size
+    w = r * n_prog + p + (r % 2) * (size - 1 - 2 * p)
     return _query_program(gl.load(order_ptr + w // H_Q), w % H_Q, seg_start_ptr, seg_start_ptr,
                           total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N, False)
 
@@ -703,9 +716,9 @@ def _fwd_persistent_rows(q_smem, q_bar, q_empty, o_smem, k_smem, v_smem, k_bars,
     ROWS: gl.constexpr = o_desc.block_type.shape[0]
     base = 0  # the ring's tiles consumed before this work item
     t = 0  # work items before this one
-    for w in range(gl.program_id(0), n_work, gl.num_programs(0)):
+    for j in range(gl.program_id(0), n_work, gl.num_programs(0)):
         head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _work_item(
-            w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * ROWS, BLOCK_N)
+            j, n_work, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * ROWS, BLOCK_N)
         _fwd_rows_of(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k_desc,
                      v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh, total, c, head,
                      kv_col, start_m + HALF_INDEX * ROWS, row_end, key0, lo, full_lo, full_hi,
@@ -725,9 +738,9 @@ def _fwd_persistent_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_b
     """The producer warp of the persistent forward: _fwd_ws_producer for each work item."""
     base = 0
     t = 0
-    for w in range(gl.program_id(0), n_work, gl.num_programs(0)):
+    for j in range(gl.program_id(0), n_work, gl.num_programs(0)):
         head, kv_col, start_m, _, key0, lo, _, _, hi = _work_item(
-            w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM,
+            j, n_work, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM,
             2 * q_desc.block_type.shape[0], BLOCK_N)
         _fwd_ws_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
                          k_empty, v_empty, head, kv_col, start_m, key0, lo, hi, HEAD_DIM,
@@ -1293,9 +1306,9 @@ def _dq_persistent_rows(q_smem, do_smem, q_bar, q_empty, dq_smem, k_smem, v_smem
     ROWS: gl.constexpr = dq_desc.block_type.shape[0]
     base = 0  # the ring's tiles consumed before this work item
     t = 0  # work items before this one
-    for w in range(gl.program_id(0), n_work, gl.num_programs(0)):
+    for j in range(gl.program_id(0), n_work, gl.num_programs(0)):
         head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _work_item(
-            w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * ROWS, BLOCK_N)
+            j, n_work, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * ROWS, BLOCK_N)
         _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
                     v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total,
                     c, sm_scale, head, kv_col, start_m + HALF_INDEX * ROWS, row_end, key0, lo,
@@ -1315,9 +1328,9 @@ def _dq_persistent_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_
     """The producer warp of the persistent dQ kernel: _dq_ws_producer for each work item."""
     base = 0
     t = 0
-    for w in range(gl.program_id(0), n_work, gl.num_programs(0)):
+    for j in range(gl.program_id(0), n_work, gl.num_programs(0)):
         head, kv_col, start_m, _, key0, lo, _, _, hi = _work_item(
-            w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM,
+            j, n_work, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM,
             2 * q_desc.block_type.shape[0], BLOCK_N)
         _dq_ws_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem, v_smem,
                         k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo, hi, HEAD_DIM,
