@@ -207,7 +207,7 @@ def _query_program(entry, head, seg_start_ptr, seg_end_ptr, total, H_Q: gl.const
                    H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, DOC_TILES: gl.constexpr):
     """A query tile of ``head`` (``entry``: the tile's entry of the launch order, >= 0; in a
-    grid (Hq, tiles in launch order) head is program_id(0), in the persistent forward the work
+    grid (Hq, tiles in launch order) head is program_id(0), in the persistent kernels the work
     item's): head, its K/V column, first row, the end of its rows (row_end: rows from there on
     are not its own) and the key tiles it visits, tile n holding keys key0 + n * BLOCK_N .., as
     kernels.attention._query_tile / _key_tile_ranges: [lo, full_lo) and [full_hi, hi) masked,
