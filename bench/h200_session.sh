@@ -28,6 +28,11 @@
 #   dqws: the warp-specialized Gluon dQ kernel (FLAMIA_GLUON_DQ=ws): variants, GPU tests, benchmark
 #   ws: the warp-specialized Gluon forward (FLAMIA_GLUON_FWD=...,ws): forward variants, Hopper GPU tests
 #   profile: Nsight Compute (ncu) on the bf16 and mxfp8 kernels, stall reasons per SASS line
+#   persist: written 2026-12-05 (fourth session): the persistent Gluon forward and dQ kernels
+#            (FLAMIA_GLUON_FWD=...,persistent, FLAMIA_GLUON_DQ=persistent): GPU tests, dQ alone
+#            against the warp-specialized one, quick benchmark with both (~8 min)
+#   shortdocs: Nsight Compute on U(32, 1024) and one document, every kernel of flamia-bf16 and
+#            of cudnn-thd in one report (cuDNN's launch grid, registers, stalls) (~8 min)
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
