@@ -26,32 +26,24 @@ from unittest import mock
 
 import torch
 
-import flamia
-from bench.attention import workload_inputs
+from bench.attention import PROVIDER_ENV, PROVIDERS, workload_inputs
+
+# The bench.attention provider of each recipe: flamia.attention(recipe=..., impl="triton").
+RECIPE_PROVIDERS = {"bf16": "flamia-bf16", "mxfp8": "flamia-mxfp8",
+                    "nvfp4_fp8": "flamia-nvfp4_fp8 (emulated NVFP4)"}
 
 
 def profile_step(recipes, dist="lognormal_1k", rows=4, L=8192, heads=16, d=128, seed=0):
-    lengths, q, k, v, do, cu = workload_inputs(dist, rows, L, heads, heads, d, seed)
-
-    def step(recipe):
-        o = flamia.attention(q, k, v, cu, max(lengths), recipe=recipe, impl="triton")
-        torch.autograd.grad(o, (q, k, v), do)
-
-    for recipe in recipes:
-        step(recipe)
-        step(recipe)
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    for recipe in recipes:
-        step(recipe)
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    """One fwd+bwd per recipe in the profiled range: profile_providers on their providers."""
+    unknown = [r for r in recipes if r not in RECIPE_PROVIDERS]
+    if unknown:
+        raise ValueError(f"recipes {unknown}; accepted: {list(RECIPE_PROVIDERS)}")
+    profile_providers([RECIPE_PROVIDERS[r] for r in recipes], dist, rows, L, heads, d, seed)
 
 
 def profile_providers(names, dist="lognormal_1k", rows=4, L=8192, heads=16, d=128, seed=0):
-    """profile_step for bench.attention providers: one fwd+bwd of each in the profiled range."""
-    from bench.attention import PROVIDER_ENV, PROVIDERS
-
+    """bench.attention providers (each under its PROVIDER_ENV), each run twice to compile and
+    autotune, then one fwd+bwd of each inside the profiled range."""
     lengths, q, k, v, do, cu = workload_inputs(dist, rows, L, heads, heads, d, seed)
 
     def step(name, fn):
