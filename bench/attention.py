@@ -28,10 +28,14 @@ Providers:
                  Gluon dQ kernel too; named with --providers only
     flamia-bf16 (doc tiles)  the same with FLAMIA_TILES=doc: tiles start at each document's start
                  (flamia.kernels.attention.doc_tiles); named with --providers only
+    flamia-bf16 (LPT order)  the same with FLAMIA_ORDER=longest: tiles launched by work alone
+                 (the order before 2026-12-05 evening; flamia.kernels.attention.launch_order);
+                 named with --providers only
     flamia-mxfp8 flamia.attention(recipe="mxfp8", impl="triton"), quantization included
     flamia-mxfp8 (Gluon dK/dV)  the same with FLAMIA_DKDV_KERNEL=gluon: the warp-specialized Gluon
                  FP8 dK/dV kernel (one kernel, S^T and P^T once) instead of the triton dV-only and
                  dK-only kernels; named with --providers only
+    flamia-mxfp8 (LPT order)  the same with FLAMIA_ORDER=longest; named with --providers only
     flamia-nvfp4_fp8 (emulated NVFP4): recipe="nvfp4_fp8"; Hopper has no FP4 MMA, so its QK^T,
                  dQ and dK run as bf16 MMAs on the exact NVFP4 values (PV, dP, dV on FP8 units)
     flex         torch.compile(flex_attention) with a document-causal block mask
@@ -304,8 +308,10 @@ PROVIDERS = {
     "flamia-bf16 (persistent fwd)": prep_flamia,
     "flamia-bf16 (persistent fwd, dQ)": prep_flamia,
     "flamia-bf16 (doc tiles)": prep_flamia,
+    "flamia-bf16 (LPT order)": prep_flamia,
     "flamia-mxfp8": prep_flamia_mxfp8,
     "flamia-mxfp8 (Gluon dK/dV)": prep_flamia_mxfp8,
+    "flamia-mxfp8 (LPT order)": prep_flamia_mxfp8,
     # NVFP4 Q/K are emulated on Hopper: QK^T, dQ, dK run as bf16 MMAs on exact NVFP4 values
     "flamia-nvfp4_fp8 (emulated NVFP4)": prep_flamia_nvfp4,
     "flex": prep_flex,
@@ -324,6 +330,9 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 "flamia-mxfp8 (Gluon dK/dV)": {"FLAMIA_DKDV_KERNEL": "gluon"},
                 "flamia-bf16 (dK/dV lse by loads)": {"FLAMIA_GLUON_DKDV_LSE": "load"},
                 "flamia-bf16 (doc tiles)": {"FLAMIA_TILES": "doc"},
+                # tiles launched by work alone (the launch order before 2026-12-05 evening)
+                "flamia-bf16 (LPT order)": {"FLAMIA_ORDER": "longest"},
+                "flamia-mxfp8 (LPT order)": {"FLAMIA_ORDER": "longest"},
                 # the persistent Gluon forward and dQ kernels (2026-12-05, fourth session): opt-in
                 "flamia-bf16 (persistent fwd)": {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent"},
                 "flamia-bf16 (persistent fwd, dQ)": {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent",
@@ -336,6 +345,7 @@ DEFAULT_PROVIDERS = [name for name in PROVIDERS if name not in PROVIDER_ENV]
 # near 3e-3; FP8 recipes sit near their input-quantization floor (~4-6%, DESIGN.md s6), so their
 # gate only proves that attention is computed; their precision is the accuracy table's job.
 CHECK_TOL = {"flamia-mxfp8": 0.12, "flamia-mxfp8 (Gluon dK/dV)": 0.12,
+             "flamia-mxfp8 (LPT order)": 0.12,
              "flamia-nvfp4_fp8 (emulated NVFP4)": 0.25}
 
 

@@ -31,6 +31,7 @@
 #   persist: written 2026-12-05 (fourth session): the persistent Gluon forward and dQ kernels
 #            (FLAMIA_GLUON_FWD=...,persistent, FLAMIA_GLUON_DQ=persistent): GPU tests, dQ alone
 #            against the warp-specialized one, quick benchmark with both (~8 min)
+#   order: the grouped launch order (FLAMIA_ORDER) vs LPT: GPU tests, quick benchmark, ncu bytes
 #   shortdocs: Nsight Compute on U(32, 1024) and one document, every kernel of flamia-bf16 and
 #            of cudnn-thd in one report (cuDNN's launch grid, registers, stalls) (~8 min)
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
@@ -305,6 +306,26 @@ persist)  # written 2026-12-05 (fourth session) without a GPU: the persistent Gl
     u32_1024 lognormal_1k one_doc --providers flamia-bf16 "flamia-bf16 (persistent fwd)" \
     "flamia-bf16 (persistent fwd, dQ)" cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | tail -40
+  ;;
+order)  # written 2026-12-05 (fifth session) after shortdocs found the short-document kernels at
+       # 82-86% of DRAM bandwidth: the grouped launch order (FLAMIA_ORDER=grouped, the new
+       # default) against LPT (longest): GPU tests, quick benchmark in one process, then Nsight
+       # Compute's DRAM bytes and L2 hit rate of both orders on U(32, 1024) (~7 min)
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 150 python -m pytest -q -p no:cacheprovider \
+    tests/test_kernels.py tests/test_api.py > $OUT/gpu_tests.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 300 python -m bench.attention --quick --profile --dists \
+    u32_1024 lognormal_1k equal_2k one_doc --providers flamia-bf16 "flamia-bf16 (LPT order)" \
+    "flamia-bf16 (doc tiles)" flamia-mxfp8 "flamia-mxfp8 (LPT order)" cudnn-thd cudnn-dense \
+    --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | grep -v "^| ---" | tail -60
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+  FLAMIA_AUTOTUNE=8x3 step "ncu u32_1024" 120 $ncu_bin --profile-from-start off \
+    --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    python -m bench.ncu_attention --providers flamia-bf16 "flamia-bf16 (LPT order)" \
+    --dist u32_1024 > $OUT/ncu_order.txt 2>&1
+  grep -E "^  [a-zA-Z_]|Duration|DRAM Throughput|L2 Hit Rate|Memory Throughput" \
+    $OUT/ncu_order.txt | cut -c1-100
   ;;
 bench)  # the full grid with the accuracy table and autotune picks (~5 min), then the GPU tests of
         # the triton kernels and the API (the Gluon kernels' own: phase ws / dkdvws / dqws)

@@ -23,7 +23,9 @@ cu_seqlens on the device, without a host sync, once per batch: a model passes th
 cu_seqlens tensor to every layer, so the plan is cached per tensor object and version.
 
 Launch order: tiles sorted by their work (number of partner tiles), longest first, so that
-the long documents' tiles start first and the short ones fill the tail (LPT scheduling).
+the long documents' tiles start first and the short ones fill the tail (LPT scheduling); by
+default one document's tiles launch next to each other, so that the operand tiles they share
+are read from L2 rather than DRAM (FLAMIA_ORDER, kernels.attention.launch_order).
 """
 
 from __future__ import annotations
@@ -52,11 +54,12 @@ class BatchPlan:
         self.order_fwd, self.order_dkdv, self.order_dq = order_fwd, order_dkdv, order_dq
 
 
-def _query_tile_work(seg_start, total, block_m, block_n):
+def _query_tile_range(seg_start, total, block_m, block_n):
+    """[lo, hi): the key tiles each query tile visits (forward, dQ)."""
     starts = torch.arange(0, total, block_m, device=seg_start.device)
     lo = seg_start[starts] // block_n
     hi = (torch.clamp(starts + block_m, max=total) + block_n - 1) // block_n
-    return hi - lo
+    return lo, hi
 
 
 def _key_tile_ranges(seg_end, total, block_m, block_n):
@@ -68,6 +71,26 @@ def _key_tile_ranges(seg_end, total, block_m, block_n):
 
 def _longest_first(work):
     return torch.argsort(work, descending=True, stable=True).to(torch.int32)
+
+
+def _grouped_longest_first(work, group, n_groups):
+    """FLAMIA_ORDER=grouped (kernels.attention.launch_order): the tiles of each group (group ids
+    in [0, n_groups)) next to each other, longest first inside a group, the groups ordered by
+    their longest tile, longest first (ties: lower group id first). Three stable sorts, from
+    the last key to the first."""
+    longest = torch.full((n_groups,), -1, dtype=work.dtype, device=work.device)
+    longest = longest.scatter_reduce(0, group, work, "amax")
+    order = torch.argsort(work, descending=True, stable=True)
+    order = order[torch.argsort(group[order], stable=True)]
+    order = order[torch.argsort(longest[group[order]], descending=True, stable=True)]
+    return order.to(torch.int32)
+
+
+def _ordered(work, group, n_groups, mode):
+    """The launch order of tiles with this work in FLAMIA_ORDER mode ``mode``."""
+    if mode == "longest":
+        return _longest_first(work)
+    return _grouped_longest_first(work, group, n_groups)
 
 
 def _ordered_longest_first(lo, hi):
@@ -101,34 +124,37 @@ def _doc_tiles(cu, total, block):
     return torch.where(slot < ends[-1], first, -1), cu[doc], cu[doc + 1]
 
 
-def _longest_first_rows(first, work):
-    """The doc tiles' first rows in longest-work-first order, the empty slots (-1) last."""
+def _ordered_rows(first, start, work, total, mode):
+    """The doc tiles' first rows in launch order (grouped by document: its start), the empty
+    slots (-1) last (their own group, past every document's)."""
     work = torch.where(first >= 0, work, -1)
-    return first[torch.argsort(work, descending=True, stable=True)].to(torch.int32)
+    group = torch.where(first >= 0, start, total)
+    return first[_ordered(work, group, total + 1, mode)].to(torch.int32)
 
 
-def _doc_query_tiles(cu, total, block_m, block_n):
+def _doc_query_tiles(cu, total, block_m, block_n, mode):
     """Launch order of the doc query tiles (forward, dQ): work = key tiles visited."""
     first, start, end = _doc_tiles(cu, total, block_m)
     rows_end = torch.minimum(first + block_m, end)
-    return _longest_first_rows(first, (rows_end - start + block_n - 1) // block_n)
+    return _ordered_rows(first, start, (rows_end - start + block_n - 1) // block_n, total, mode)
 
 
-def _doc_key_tiles(cu, total, block_m, block_n):
+def _doc_key_tiles(cu, total, block_m, block_n, mode):
     """Launch order of the doc key tiles (dK/dV): work = query tiles visited."""
     first, start, end = _doc_tiles(cu, total, block_n)
     work = (end - start + block_m - 1) // block_m - (first - start) // block_m
-    return _longest_first_rows(first, work)
+    return _ordered_rows(first, start, work, total, mode)
 
 
 @torch.library.custom_op("flamia::batch_plan", mutates_args=())
 def _batch_plan_op(
     cu_seqlens: torch.Tensor, total: int, head_dim: int, fp8: bool, dq_fused: bool,
-    doc_tiles: bool = False,
+    doc_tiles: bool = False, order: str = "grouped",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """An opaque op, so that torch.compile treats the plan as one call (inductor need not lower
     searchsorted / stable argsort). doc_tiles: orders of doc tiles' first rows
-    (kernels.attention.doc_tiles) instead of grid tiles' indices."""
+    (kernels.attention.doc_tiles) instead of grid tiles' indices; order: the launch order's
+    mode (kernels.attention.launch_order)."""
     cu = cu_seqlens.to(torch.int64)
     tokens = torch.arange(total, device=cu.device)
     seg = torch.searchsorted(cu[1:], tokens, right=True)
@@ -138,18 +164,25 @@ def _batch_plan_op(
     bm, bn = K.bwd_blocks(head_dim, fp8)
     qm, qn = K.dq_blocks(head_dim, fp8)
     if doc_tiles:
-        orders = (_doc_query_tiles(cu, total, fm, fn), _doc_key_tiles(cu, total, bm, bn),
-                  _doc_query_tiles(cu, total, qm, qn))
+        orders = (_doc_query_tiles(cu, total, fm, fn, order),
+                  _doc_key_tiles(cu, total, bm, bn, order),
+                  _doc_query_tiles(cu, total, qm, qn, order))
     else:
+        # Groups: query tiles by the first key tile they read, key tiles by the last query
+        # tile they read (one document's tiles share them).
+        def query_tiles(block_m, block_n):
+            lo, hi = _query_tile_range(seg_start, total, block_m, block_n)
+            return _ordered(hi - lo, lo, -(-total // block_n), order)
+
         lo, hi = _key_tile_ranges(seg_end, total, bm, bn)
-        orders = (_longest_first(_query_tile_work(seg_start, total, fm, fn)),
-                  _ordered_longest_first(lo, hi) if dq_fused else _longest_first(hi - lo),
-                  _longest_first(_query_tile_work(seg_start, total, qm, qn)))
+        dkdv = (_ordered_longest_first(lo, hi) if dq_fused
+                else _ordered(hi - lo, hi - 1, -(-total // bm), order))
+        orders = (query_tiles(fm, fn), dkdv, query_tiles(qm, qn))
     return (seg_start.to(torch.int32), seg_end.to(torch.int32), *orders)
 
 
 @_batch_plan_op.register_fake
-def _(cu_seqlens, total, head_dim, fp8, dq_fused, doc_tiles=False):
+def _(cu_seqlens, total, head_dim, fp8, dq_fused, doc_tiles=False, order="grouped"):
     # Doc tiles: one slot more per document (_doc_tiles).
     n_tiles = lambda block: -(-total // block) + (cu_seqlens.shape[0] - 1 if doc_tiles else 0)
     i32 = lambda n: cu_seqlens.new_empty((n,), dtype=torch.int32)
@@ -162,7 +195,7 @@ def batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int,
                fp8: bool = False) -> BatchPlan:
     """The plan for the BF16 kernels, or for the FP8 kernels (fp8=True)."""
     return BatchPlan(*_batch_plan_op(cu_seqlens, total, head_dim, fp8, K.dq_fused(fp8),
-                                     K.doc_tiles(fp8)))
+                                     K.doc_tiles(fp8), K.launch_order()))
 
 
 _plans = TensorCache()
@@ -174,7 +207,7 @@ def cached_batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int,
     if torch.compiler.is_compiling():
         return batch_plan(cu_seqlens, total, head_dim, fp8)
     key = (total, head_dim, fp8, K.plan_blocks(head_dim, fp8), K.dq_fused(fp8),
-           K.doc_tiles(fp8))
+           K.doc_tiles(fp8), K.launch_order())
     plan = _plans.get(cu_seqlens, key)
     if plan is None:
         plan = _plans.put(cu_seqlens, key, batch_plan(cu_seqlens, total, head_dim, fp8))

@@ -105,16 +105,69 @@ def test_bf16_kernel_does_not_leak(dq_mode, tiles, monkeypatch):
         assert r.max_abs_delta == 0.0, str(r)
 
 
-def test_batch_plan_orders_longest_first():
+def _assert_grouped_longest_first(works, groups):
+    """works / groups: per launched tile, in launch order. Each group's tiles are next to each
+    other, longest first, and the groups come by their longest tile, longest first."""
+    runs = []
+    for work, group in zip(works, groups):
+        if runs and runs[-1][0] == group:
+            assert work <= runs[-1][1][-1], (works, groups)
+            runs[-1][1].append(work)
+        else:
+            runs.append((group, [work]))
+    assert len({group for group, _ in runs}) == len(runs), f"a group is split: {groups}"
+    longest = [run[0] for _, run in runs]
+    assert longest == sorted(longest, reverse=True), (works, groups)
+
+
+@pytest.mark.parametrize("mode", K.ORDER_MODES)
+def test_batch_plan_orders_tiles(mode, monkeypatch):
+    """Every tile once; FLAMIA_ORDER=longest: by work, longest first; grouped: one document's
+    tiles (same first key tile for query tiles, same last query tile for key tiles) together,
+    longest first, groups by their longest tile; on one document both are the same order."""
     from flamia.ops import batch_plan
 
-    cu = _cu([1, 7, 129, 63, 100], DEVICE)
-    plan = batch_plan(cu, 300, 64)
-    for order in (plan.order_fwd, plan.order_dkdv, plan.order_dq):
-        assert sorted(order.tolist()) == list(range(order.numel()))
-    seg_start = plan.seg_start.tolist()
+    monkeypatch.setenv("FLAMIA_ORDER", mode)
+    lengths = [1, 7, 129, 63, 100, 420, 3, 300, 77]
+    total = sum(lengths)
+    plan = batch_plan(_cu(lengths, DEVICE), total, 64)
+    seg_start, seg_end = plan.seg_start.tolist(), plan.seg_end.tolist()
     assert seg_start[0] == 0 and seg_start[8] == 8 and seg_start[299] == 200
-    assert plan.seg_end.tolist()[8] == 137
+    assert seg_end[8] == 137
+    (fm, fn), (bm, bn), (qm, qn) = K.plan_blocks(64)
+
+    def query_tiles(order, block_m, block_n):
+        lo = [seg_start[t * block_m] // block_n for t in order]
+        hi = [-(-min(t * block_m + block_m, total) // block_n) for t in order]
+        return [h - low for low, h in zip(lo, hi)], lo
+
+    def key_tiles(order):
+        hi = [-(-seg_end[min(t * bn + bn, total) - 1] // bm) for t in order]
+        return [h - t * bn // bm for t, h in zip(order, hi)], hi
+
+    tiles = ((plan.order_fwd, lambda o: query_tiles(o, fm, fn)), (plan.order_dkdv, key_tiles),
+             (plan.order_dq, lambda o: query_tiles(o, qm, qn)))
+    for order, work_of in tiles:
+        order = order.tolist()
+        assert sorted(order) == list(range(len(order)))
+        works, groups = work_of(order)
+        if mode == "longest":
+            assert works == sorted(works, reverse=True)
+        else:
+            _assert_grouped_longest_first(works, groups)
+            assert len(set(groups)) > 3  # the check above could fail here
+    one = batch_plan(_cu([1000], DEVICE), 1000, 64)
+    monkeypatch.setenv("FLAMIA_ORDER", "longest")
+    lpt = batch_plan(_cu([1000], DEVICE), 1000, 64)
+    for a, b in ((one.order_fwd, lpt.order_fwd), (one.order_dkdv, lpt.order_dkdv),
+                 (one.order_dq, lpt.order_dq)):
+        assert a.tolist() == b.tolist()
+
+
+def test_launch_order_is_checked(monkeypatch):
+    monkeypatch.setenv("FLAMIA_ORDER", "lpt")
+    with pytest.raises(ValueError, match="accepted"):
+        K.launch_order()
 
 
 @pytest.mark.parametrize("lengths", [[1, 7, 129, 63, 100], [300], [31, 33, 1, 64, 65]])
@@ -139,10 +192,12 @@ def test_doc_tiles_cover_each_document_once(lengths, monkeypatch):
             assert (first - seg_start[first]) % block == 0, (name, first)
             covered += range(first, min(first + block, seg_end[first]))
         assert sorted(covered) == list(range(total)), name
-    # Longest first: the forward's work is the number of key tiles up to the tile's last row.
+    # Grouped longest first (the default order): the forward's work is the number of key tiles
+    # up to the tile's last row, its group the document.
+    firsts = [f for f in plan.order_fwd.tolist() if f >= 0]
     work = [-(-(min(f + blocks["fwd"], seg_end[f]) - seg_start[f]) // K.fwd_blocks(64)[1])
-            for f in plan.order_fwd.tolist() if f >= 0]
-    assert work == sorted(work, reverse=True)
+            for f in firsts]
+    _assert_grouped_longest_first(work, [seg_start[f] for f in firsts])
 
 
 def test_tile_model_counts_fewer_masked_steps_on_doc_tiles():

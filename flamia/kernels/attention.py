@@ -1009,6 +1009,25 @@ def doc_tiles(is_fp8: bool = False) -> bool:
     return mode == "doc" and not is_fp8
 
 
+ORDER_MODES = ("grouped", "longest")
+
+
+def launch_order() -> str:
+    """How the batch plan orders the tiles of a launch: FLAMIA_ORDER, read by the batch plan.
+    "longest": by work alone, longest first (LPT). "grouped" (the default): tiles that read the
+    same operand tiles (query tiles with the same first key tile, key tiles with the same last
+    query tile: one document's tiles) launch next to each other, longest first inside a group,
+    and the groups by their longest tile, longest first. On one document both are the same
+    order; on short documents LPT scatters a document's tiles over the whole launch, so each
+    of them reads the document's K/V (or Q/dO) from DRAM again: Nsight Compute on U(32, 1024),
+    H100, 2026-12-05, the BF16 forward moved 2.4x the bytes of cuDNN THD's at 83% of DRAM
+    bandwidth (bench/results/ncu_shortdocs_20261205_H100.txt)."""
+    mode = os.environ.get("FLAMIA_ORDER", "grouped")
+    if mode not in ORDER_MODES:
+        raise ValueError(f"FLAMIA_ORDER={mode!r}; accepted: {ORDER_MODES}")
+    return mode
+
+
 def _check_key_scales(skv: torch.Tensor) -> torch.Tensor:
     assert skv.dim() == 3 and skv.shape[-1] == KROW and skv.is_contiguous(), (
         f"key scales must be a contiguous [Hkv, T, {KROW}] tensor (quantize.quantize_qkv), "
