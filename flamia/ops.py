@@ -73,24 +73,25 @@ def _longest_first(work):
     return torch.argsort(work, descending=True, stable=True).to(torch.int32)
 
 
-def _grouped_longest_first(work, group, n_groups):
+def _grouped_longest_first(work, group, n_groups, max_work):
     """FLAMIA_ORDER=grouped (kernels.attention.launch_order): the tiles of each group (group ids
     in [0, n_groups)) next to each other, longest first inside a group, the groups ordered by
-    their longest tile, longest first (ties: lower group id first). Three stable sorts, from
-    the last key to the first."""
-    longest = torch.full((n_groups,), -1, dtype=work.dtype, device=work.device)
-    longest = longest.scatter_reduce(0, group, work, "amax")
-    order = torch.argsort(work, descending=True, stable=True)
-    order = order[torch.argsort(group[order], stable=True)]
-    order = order[torch.argsort(longest[group[order]], descending=True, stable=True)]
-    return order.to(torch.int32)
+    their longest tile, longest first (ties: lower group id first). work in [-1, max_work] (-1:
+    doc tiles' empty slots). One stable sort on a key that packs the three criteria (one radix
+    sort instead of three: the plan's sorts are most of its GPU time)."""
+    span = max_work + 2
+    assert span * n_groups * span < 2**62, "the packed sort key would overflow int64"
+    w = work.to(torch.int64) + 1
+    longest = w.new_zeros(n_groups).scatter_reduce_(0, group, w, "amax")
+    key = (longest[group] * n_groups + (n_groups - 1 - group)) * span + w
+    return torch.argsort(key, descending=True, stable=True).to(torch.int32)
 
 
-def _ordered(work, group, n_groups, mode):
+def _ordered(work, group, n_groups, max_work, mode):
     """The launch order of tiles with this work in FLAMIA_ORDER mode ``mode``."""
     if mode == "longest":
         return _longest_first(work)
-    return _grouped_longest_first(work, group, n_groups)
+    return _grouped_longest_first(work, group, n_groups, max_work)
 
 
 def _ordered_longest_first(lo, hi):
@@ -112,38 +113,39 @@ def _ordered_longest_first(lo, hi):
 
 def _doc_tiles(cu, total, block):
     """Doc tiles (kernels.attention.doc_tiles) of ``block`` rows: each document's tiles start at
-    its start plus multiples of block. Returns (first row, document start, document end), one
-    per slot of a fixed count, cdiv(total, block) + documents (no host sync: the count of tiles
-    is at most that); slots past the last tile have first row -1."""
+    its start plus multiples of block. Returns (first row, document start, document end,
+    document index), one per slot of a fixed count, cdiv(total, block) + documents (no host
+    sync: the count of tiles is at most that); slots past the last tile have first row -1."""
     n_docs = cu.numel() - 1
     counts = (cu[1:] - cu[:-1] + block - 1) // block
     ends = torch.cumsum(counts, 0)
     slot = torch.arange(-(-total // block) + n_docs, device=cu.device)
     doc = torch.searchsorted(ends, slot, right=True).clamp(max=n_docs - 1)
     first = cu[doc] + (slot - (ends[doc] - counts[doc])) * block
-    return torch.where(slot < ends[-1], first, -1), cu[doc], cu[doc + 1]
+    return torch.where(slot < ends[-1], first, -1), cu[doc], cu[doc + 1], doc
 
 
-def _ordered_rows(first, start, work, total, mode):
-    """The doc tiles' first rows in launch order (grouped by document: its start), the empty
-    slots (-1) last (their own group, past every document's)."""
+def _ordered_rows(first, doc, work, n_docs, max_work, mode):
+    """The doc tiles' first rows in launch order (grouped by document), the empty slots (-1)
+    last (their own group, past every document's)."""
     work = torch.where(first >= 0, work, -1)
-    group = torch.where(first >= 0, start, total)
-    return first[_ordered(work, group, total + 1, mode)].to(torch.int32)
+    group = torch.where(first >= 0, doc, n_docs)
+    return first[_ordered(work, group, n_docs + 1, max_work, mode)].to(torch.int32)
 
 
 def _doc_query_tiles(cu, total, block_m, block_n, mode):
     """Launch order of the doc query tiles (forward, dQ): work = key tiles visited."""
-    first, start, end = _doc_tiles(cu, total, block_m)
+    first, start, end, doc = _doc_tiles(cu, total, block_m)
     rows_end = torch.minimum(first + block_m, end)
-    return _ordered_rows(first, start, (rows_end - start + block_n - 1) // block_n, total, mode)
+    work = (rows_end - start + block_n - 1) // block_n
+    return _ordered_rows(first, doc, work, cu.numel() - 1, -(-total // block_n), mode)
 
 
 def _doc_key_tiles(cu, total, block_m, block_n, mode):
     """Launch order of the doc key tiles (dK/dV): work = query tiles visited."""
-    first, start, end = _doc_tiles(cu, total, block_n)
+    first, start, end, doc = _doc_tiles(cu, total, block_n)
     work = (end - start + block_m - 1) // block_m - (first - start) // block_m
-    return _ordered_rows(first, start, work, total, mode)
+    return _ordered_rows(first, doc, work, cu.numel() - 1, -(-total // block_m), mode)
 
 
 @torch.library.custom_op("flamia::batch_plan", mutates_args=())
@@ -172,12 +174,18 @@ def _batch_plan_op(
         # tile they read (one document's tiles share them).
         def query_tiles(block_m, block_n):
             lo, hi = _query_tile_range(seg_start, total, block_m, block_n)
-            return _ordered(hi - lo, lo, -(-total // block_n), order)
+            n_key_tiles = -(-total // block_n)
+            return _ordered(hi - lo, lo, n_key_tiles, n_key_tiles, order)
 
         lo, hi = _key_tile_ranges(seg_end, total, bm, bn)
+        n_query_tiles = -(-total // bm)
         dkdv = (_ordered_longest_first(lo, hi) if dq_fused
-                else _ordered(hi - lo, hi - 1, -(-total // bm), order))
-        orders = (query_tiles(fm, fn), dkdv, query_tiles(qm, qn))
+                else _ordered(hi - lo, hi - 1, n_query_tiles, n_query_tiles, order))
+        order_fwd = query_tiles(fm, fn)
+        # Where the forward's and the dQ kernel's tiles are the same (the FP8 kernels, the triton
+        # BF16 ones), one order serves both (a copy: a custom op's outputs must not alias).
+        orders = (order_fwd, dkdv,
+                  order_fwd.clone() if (qm, qn) == (fm, fn) else query_tiles(qm, qn))
     return (seg_start.to(torch.int32), seg_end.to(torch.int32), *orders)
 
 
