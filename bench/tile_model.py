@@ -73,6 +73,24 @@ def key_steps(order, seg_start, seg_end, total, block_m, block_n, doc):
     return unmasked, masked
 
 
+def warpgroup_steps(seg_start, total, block_m, block_n, wg_rows=64):
+    """Steps of the query tiles' consumer warpgroups (wg_rows rows each; forward, dQ; grid
+    tiles) as the kernels run them, every warpgroup over its tile's key tiles, against each
+    warpgroup over the key tiles of its own rows only (from the one holding its first row's
+    segment start to its own diagonal): (tile-wide, own-rows) warpgroup steps per head. The
+    difference is the steps a warpgroup could skip, waiting for and releasing the ring slot
+    without an MMA (not built: the ping-pong hand-over of MMA turns would have to skip too)."""
+    tile_wide = own = 0
+    for start in range(0, total, block_m):
+        last = min(start + block_m, total) - 1
+        lo, hi = int(seg_start[start]) // block_n, -(-(last + 1) // block_n)
+        for row0 in range(start, last + 1, wg_rows):
+            wg_last = min(row0 + wg_rows, total) - 1
+            tile_wide += hi - lo
+            own += -(-(wg_last + 1) // block_n) - int(seg_start[row0]) // block_n
+    return tile_wide, own
+
+
 def model(lengths, fwd, dkdv, dq):
     total = sum(lengths)
     cu = _cu(lengths)
@@ -92,6 +110,9 @@ def model(lengths, fwd, dkdv, dq):
             "dkdv": key_steps(plan.order_dkdv, ss, se, total, *blocks["dkdv"], doc),
             "programs": (int((plan.order_fwd >= 0).sum()), int((plan.order_dkdv >= 0).sum())),
         }
+    seg_start = plan.seg_start
+    rows["warpgroups"] = {"fwd": warpgroup_steps(seg_start, total, *fwd),
+                          "dq": warpgroup_steps(seg_start, total, *dq)}
     return rows
 
 
@@ -110,13 +131,21 @@ def main(argv=None):
     print("| workload | docs | kernel | grid: unmasked + masked | doc: unmasked + masked | "
           "doc/grid steps | doc/grid masked |")
     print("|---|---:|---|---:|---:|---:|---:|")
+    models = {}
     for dist in args.dists:
         lengths = packed_lengths(dist, args.rows, args.L)
-        rows = model(lengths, args.fwd, args.dkdv, args.dq)
+        rows = models[dist] = model(lengths, args.fwd, args.dkdv, args.dq)
         for kernel in ("fwd", "dq", "dkdv"):
             (gu, gm), (du, dm) = rows["grid"][kernel], rows["doc"][kernel]
             print(f"| {dist} | {len(lengths)} | {kernel} | {gu} + {gm} | {du} + {dm} | "
                   f"{(du + dm) / (gu + gm):.2f} | {dm / max(gm, 1):.2f} |")
+    print("\n# warpgroup steps per head (64-row consumer warpgroups, grid tiles): each over its "
+          "tile's key tiles (as built) vs over its own rows' key tiles")
+    print("| workload | kernel | tile-wide | own rows | fewer |")
+    print("|---|---|---:|---:|---:|")
+    for dist, rows in models.items():
+        for kernel, (tile_wide, own) in rows["warpgroups"].items():
+            print(f"| {dist} | {kernel} | {tile_wide} | {own} | {1 - own / tile_wide:.1%} |")
 
 
 if __name__ == "__main__":

@@ -215,6 +215,24 @@ def test_tile_model_counts_fewer_masked_steps_on_doc_tiles():
     assert one["grid"] == one["doc"]
 
 
+def test_tile_model_counts_warpgroup_steps():
+    """bench.tile_model.warpgroup_steps: a 64-row warpgroup over its own rows' key tiles. One
+    document, 128 x 128 tiles: the same steps (both warpgroups end at the tile's diagonal key
+    tile); 128 x 64 tiles: warpgroup 0 skips the last key tile of each of the 64 query tiles;
+    a tile whose second warpgroup starts a new document skips that warpgroup's earlier tiles."""
+    from bench.tile_model import warpgroup_steps
+
+    one = [0] * 8192
+    assert warpgroup_steps(one, 8192, 128, 128) == (2 * sum(range(1, 65)),) * 2
+    wide, own = warpgroup_steps(one, 8192, 128, 64)
+    assert wide - own == 64 and wide == 2 * sum(range(2, 129, 2))
+    # Documents [0, 320) and [320, 512): the tile of rows 256..383 holds both; its warpgroup
+    # of rows 320..383 needs key tile 2 (keys 256..383) only, not tiles 0 and 1. The next tile
+    # (rows 384..511) starts in the second document: both warpgroups need tiles 2 and 3.
+    seg_start = [0] * 320 + [320] * 192
+    assert warpgroup_steps(seg_start, 512, 128, 128) == (2 * (1 + 2 + 3 + 2), 2 * 8 - 2)
+
+
 def test_tile_mode_rejects_bad_values(monkeypatch):
     monkeypatch.setenv("FLAMIA_TILES", "packed")
     with pytest.raises(ValueError, match="FLAMIA_TILES='packed'; accepted"):
