@@ -7,11 +7,12 @@
         fused quantizers inside; the forward also returns the quantized tensors it saves
         (data and scales of Q, K, V, K's and V's scales packed as [Hkv, T, 2] rows: about
         0.64x the bytes the bf16 op saves, see bench/activation_memory.py)
-    flamia::batch_plan(cu_seqlens, total, head_dim, fp8, dq_fused, doc_tiles): the per-batch
+    flamia::batch_plan(cu_seqlens, total, head_dim, fp8, dq_fused, doc_tiles, order): the per-batch
         scheduling tensors (the FP8 kernels use other tile shapes than the BF16 ones, so their
         launch orders differ; dq_fused: the dK/dV order of FLAMIA_DQ=fused,
         _ordered_longest_first; doc_tiles: orders of tiles that start at document starts,
-        FLAMIA_TILES=doc, see kernels.attention.doc_tiles)
+        FLAMIA_TILES=doc, see kernels.attention.doc_tiles; order: FLAMIA_ORDER, see
+        kernels.attention.launch_order)
 
 Eager calls (not under torch.compile) run the same forward and backward functions through a
 plain torch.autograd.Function (_EagerAttention), without torch.library's dispatch: host time
