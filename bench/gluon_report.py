@@ -51,12 +51,14 @@ def compile_fwd(config: str, d: int = 128, hq: int = 16, hkv: int = 16):
 
 def compile_dq(d: int = 128, hq: int = 16, hkv: int = 16, mode: str = "plain"):
     """The compiled dQ kernel (its tiles are fixed: DQ_CONFIG), FLAMIA_GLUON_DQ=mode."""
-    if mode in ("ws", "persistent"):  # 64-row Q/dO/dQ blocks, num_warps = 4
+    if mode in ("ws", "persistent", "ws_rows"):  # 64-row Q/dO/dQ blocks, num_warps = 4
         m, n, _, st = H.DQ_CONFIG
-        return _compile(H._attn_bwd_dq_hopper_ws_kernel if mode == "ws" else
-                        H._attn_bwd_dq_hopper_persistent_kernel, ("q", "do", "dq"), ("k", "v"),
+        extra = {} if mode == "persistent" else {"OWN_ROWS": mode == "ws_rows"}
+        return _compile(H._attn_bwd_dq_hopper_persistent_kernel if mode == "persistent" else
+                        H._attn_bwd_dq_hopper_ws_kernel, ("q", "do", "dq"), ("k", "v"),
                         (m // 2, n, 4, st), d, hq, hkv, drop=("BLOCK_M", ),
-                        CONSUMER_REGS=H.DQ_WS_CONSUMER_REGS, PRODUCER_REGS=H.DQ_WS_PRODUCER_REGS)
+                        CONSUMER_REGS=H.DQ_WS_CONSUMER_REGS, PRODUCER_REGS=H.DQ_WS_PRODUCER_REGS,
+                        **extra)
     return _compile(H._attn_bwd_dq_hopper_kernel, ("q", "do", "dq"), ("k", "v"), H.DQ_CONFIG,
                     d, hq, hkv)
 

@@ -148,6 +148,10 @@ def test_persistent_kernels_take_grid_tiles_only(monkeypatch):
     with pytest.raises(ValueError, match="persistent dQ kernel .* grid tiles only"):
         H.attention_dq_hopper(x, x, x, x, lse, lse, seg, order, 0.1, torch.empty_like(x), seg,
                               True)
+    monkeypatch.setenv("FLAMIA_GLUON_DQ", "ws_rows")
+    with pytest.raises(ValueError, match="ws_rows runs grid tiles only"):
+        H.attention_dq_hopper(x, x, x, x, lse, lse, seg, order, 0.1, torch.empty_like(x), seg,
+                              True)
 
 
 def test_gluon_dq_mode_is_checked(monkeypatch):
@@ -158,6 +162,8 @@ def test_gluon_dq_mode_is_checked(monkeypatch):
     assert H.dq_mode() == "plain"
     monkeypatch.setenv("FLAMIA_GLUON_DQ", "persistent")
     assert H.dq_mode() == "persistent"
+    monkeypatch.setenv("FLAMIA_GLUON_DQ", "ws_rows")
+    assert H.dq_mode() == "ws_rows"
     monkeypatch.setenv("FLAMIA_GLUON_DQ", "WS")
     with pytest.raises(ValueError, match="FLAMIA_GLUON_DQ='WS'; accepted"):
         H.dq_mode()
@@ -320,14 +326,16 @@ def test_warp_specialized_dkdv_is_the_plain_dkdv(lengths, hq, hkv, d, stages, po
 def test_warp_specialized_dq_is_the_plain_dq(lengths, hq, hkv, d, poisoned, monkeypatch):
     """FLAMIA_GLUON_DQ=ws|persistent: each query row sees the same MMAs and steps as in the
     plain Gluon dQ kernel, so dQ is the same bits; every element written (poisoned outputs).
-    The persistent programs run several tiles each (more work items than SMs in every case)."""
+    The persistent programs run several tiles each (more work items than SMs in every case).
+    ws_rows: each warpgroup skips the key tiles fully masked for all of its rows, which would
+    have added exact zeros, so the same values."""
     backward = _backward_case(lengths, hq, hkv, d, seed=9)
     monkeypatch.setenv("FLAMIA_DQ_KERNEL", "gluon")
     dqs = {}
-    for mode in ("plain", "ws", "persistent"):
+    for mode in ("plain", "ws", "persistent", "ws_rows"):
         monkeypatch.setenv("FLAMIA_GLUON_DQ", mode)
         dqs[mode] = backward()[0]
-    for mode in ("ws", "persistent"):
+    for mode in ("ws", "persistent", "ws_rows"):
         assert torch.isfinite(dqs[mode]).all(), mode
         assert torch.equal(dqs[mode], dqs["plain"]), mode
 
@@ -454,6 +462,7 @@ def test_doc_tiles_gluon(lengths, hq, hkv, d, poisoned, monkeypatch):
     ("separate", "128,128,8,2,ws", "2,0,ws", "ws"),
     ("separate", "128,128,8,2,pingpong", "3,0,ws", "ws"),
     ("separate", "128,128,8,2,persistent", "2,0,ws,tma", "persistent"),
+    ("separate", "128,128,8,2,ws", "2,0,ws,tma", "ws_rows"),
     ("separate", "128,128,8,2,ws", "2,0,ws,tma", "ws"),
     ("separate", "128,128,8,2,ws", "2,0,ws,doc", "ws"),
     ("separate", "128,128,8,2", "2,0,ws,tma,doc", "plain")])

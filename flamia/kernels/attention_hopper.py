@@ -249,6 +249,23 @@ def _query_rows(seg_start_ptr, row0, row_end, total, ROWS: gl.constexpr,
 
 
 @gluon.jit
+def _warpgroup_key_tiles(seg_start_ptr, row0, total, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
+                         hi):
+    """Grid tiles: the key tiles that rows row0 .. row0 + ROWS - 1 (one consumer warpgroup's)
+    visit, as _query_program's of their tile but from their own first row's segment start to
+    their own diagonal: lo, full_lo, full_hi, hi (within the tile's; bench.tile_model counts
+    the steps this saves). Rows past the last token (a last tile's second warpgroup) take the
+    last token's."""
+    first = gl.minimum(row0, total - 1)
+    last = gl.minimum(row0 + ROWS, total) - 1
+    own_hi = gl.minimum(gl.cdiv(gl.maximum(last, first) + 1, BLOCK_N), hi)
+    own_lo = gl.minimum(gl.load(seg_start_ptr + first) // BLOCK_N, own_hi)
+    own_full_lo = gl.minimum(gl.cdiv(gl.load(seg_start_ptr + last), BLOCK_N), own_hi)
+    own_full_hi = gl.maximum(gl.minimum((first + 1) // BLOCK_N, own_hi), own_full_lo)
+    return own_lo, gl.maximum(own_full_lo, own_lo), own_full_hi, own_hi
+
+
+@gluon.jit
 def _kv_ring(k_desc, v_desc, STAGES: gl.constexpr):
     """STAGES shared-memory slots for the tiles of two descriptors (K and V; in the dK/dV kernel
     Q and dO), one initialized mbarrier per slot each."""
@@ -403,14 +420,15 @@ def _store_o_lse(acc, m_i, l_i, o_smem, o_desc, lse_ptr, head, stride_lh, offs_m
 
 @gluon.jit
 def _drain_ring(bars, empty, count, STAGES: gl.constexpr, second=None, second_empty=None,
-                third=None):
+                third=None, start=0):
     """A warp-specialized consumer with no rows of its own (doc tiles: its rows all lie past its
     document's end) releases each of the ``count`` ring slots it would have read, once the
     producer has filled it: the slot-empty barriers count both consumers' arrivals, so the other
     consumer's steps go on. bars / empty: the ring's full / empty barriers; second /
     second_empty: a second ring's (the forward's V), or None; third: more full barriers of the
-    same slots (the dK/dV kernel's lse2/delta tiles), or None."""
-    for i in range(count):
+    same slots (the dK/dV kernel's lse2/delta tiles), or None. start: release the ring's tiles
+    start .. count - 1 only (a consumer that skips some of its tile's key tiles)."""
+    for i in range(start, count):
         slot = i % STAGES
         mbarrier.wait(bars.index(slot), (i // STAGES) & 1)
         if second is not None:
@@ -1036,13 +1054,14 @@ def _attn_fwd8_hopper_ws_kernel(
 # 128 queries x 64 keys on 8 warps (the triton dQ kernel's tiles, so the batch plan is shared):
 # S, dP (fp32), dS (bf16) and the dQ accumulator fit in registers; 2 K/V ring slots.
 DQ_CONFIG = (128, 64, 8, 2)
-DQ_MODES = ("ws", "plain", "persistent")
+DQ_MODES = ("ws", "plain", "persistent", "ws_rows")
 
 
 def dq_mode() -> str:
-    """"ws" (default: _attn_bwd_dq_hopper_ws_kernel), "plain" (_attn_bwd_dq_hopper_kernel) or
-    "persistent" (_attn_bwd_dq_hopper_persistent_kernel): FLAMIA_GLUON_DQ; read at every
-    launch."""
+    """"ws" (default: _attn_bwd_dq_hopper_ws_kernel), "plain" (_attn_bwd_dq_hopper_kernel),
+    "persistent" (_attn_bwd_dq_hopper_persistent_kernel) or "ws_rows" (the warp-specialized
+    kernel, each consumer over its own rows' key tiles, _warpgroup_key_tiles; grid tiles):
+    FLAMIA_GLUON_DQ; read at every launch."""
     mode = os.environ.get("FLAMIA_GLUON_DQ", "ws")
     if mode not in DQ_MODES:
         raise ValueError(f"FLAMIA_GLUON_DQ={mode!r}; accepted: {DQ_MODES}")
@@ -1097,10 +1116,25 @@ def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k
              head, kv_col, row0, row_end, key0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr,
              BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
              WARPS: gl.constexpr, WS: gl.constexpr, H_Q: gl.constexpr,
-             DOC_TILES: gl.constexpr):
+             DOC_TILES: gl.constexpr, OWN_ROWS: gl.constexpr = False):
     """_dq_rows_of; with doc tiles, a warp-specialized consumer whose rows all lie past the
-    document's end only releases the ring's slots (_drain_ring)."""
-    if DOC_TILES and WS:
+    document's end only releases the ring's slots (_drain_ring). OWN_ROWS (grid tiles, warp-
+    specialized): the consumer runs the key tiles of its own rows only (_warpgroup_key_tiles)
+    and releases the others' slots unread; the steps it skips would add exact zeros (every key
+    in them is masked for every row of its own)."""
+    if OWN_ROWS:
+        own_lo, own_full_lo, own_full_hi, own_hi = _warpgroup_key_tiles(
+            seg_start_ptr, row0, total, ROWS, BLOCK_N, hi)
+        # Ring tiles 0 .. own_lo - lo - 1 first: key tile n is still the ring's tile n - lo
+        # (base = own_lo - lo in _dq_rows_of).
+        _drain_ring(k_bars, kv_empty, own_lo - lo, STAGES, v_bars)
+        _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
+                    v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total,
+                    c, sm_scale, head, kv_col, row0, row_end, key0, own_lo, own_full_lo,
+                    own_full_hi, own_hi, ROWS, BLOCK_N, HEAD_DIM, STAGES, WARPS, WS, H_Q,
+                    DOC_TILES, own_lo - lo)
+        _drain_ring(k_bars, kv_empty, hi - lo, STAGES, v_bars, start=own_hi - lo)
+    elif DOC_TILES and WS:
         if row0 >= row_end:
             mbarrier.wait(q_bar, 0)  # its Q and dO halves land before the program ends
             _drain_ring(k_bars, kv_empty, hi - lo, STAGES, v_bars)
@@ -1248,11 +1282,12 @@ def _attn_bwd_dq_hopper_ws_kernel(
     seg_end_ptr, order_ptr, stride_lh, total, c, sm_scale, H_Q: gl.constexpr,
     H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DOC_TILES: gl.constexpr,
-    num_warps: gl.constexpr,
+    num_warps: gl.constexpr, OWN_ROWS: gl.constexpr = False,
 ):
     """_attn_bwd_dq_hopper_kernel's function with warp specialization; grid (Hq, 128-row query
     tiles in launch order), num_warps = 4 (the default partition); q/do/dq descriptors with
-    64-row blocks (one per consumer), k/v with BLOCK_N rows."""
+    64-row blocks (one per consumer), k/v with BLOCK_N rows. OWN_ROWS (FLAMIA_GLUON_DQ=ws_rows,
+    grid tiles): each consumer over its own rows' key tiles (_dq_rows)."""
     HALF: gl.constexpr = q_desc.block_type.shape[0]
     entry = gl.load(order_ptr + gl.program_id(1))
     if DOC_TILES:
@@ -1278,12 +1313,12 @@ def _attn_bwd_dq_hopper_ws_kernel(
                     v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr,
                     seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col, start_m,
                     row_end, key0, lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4,
-                    True, H_Q, DOC_TILES)),
+                    True, H_Q, DOC_TILES, OWN_ROWS)),
         (_dq_rows, (q_smem.index(1), do_smem.index(1), q_bars.index(1), k_smem, v_smem, k_bars,
                     v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr,
                     seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col, start_m + HALF,
                     row_end, key0, lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4,
-                    True, H_Q, DOC_TILES)),
+                    True, H_Q, DOC_TILES, OWN_ROWS)),
         (_dq_ws_producer, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem,
                            v_smem, k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo, hi,
                            HEAD_DIM, BLOCK_N, STAGES)),
@@ -2535,7 +2570,12 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
             H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages,
             CONSUMER_REGS=DQ_WS_CONSUMER_REGS, PRODUCER_REGS=DQ_WS_PRODUCER_REGS, num_warps=4)
         return dq
-    if dq_mode() == "ws":
+    if dq_mode() in ("ws", "ws_rows"):
+        own_rows = dq_mode() == "ws_rows"
+        if own_rows and doc_tiles:
+            raise ValueError("FLAMIA_GLUON_DQ=ws_rows runs grid tiles only (a doc tile's rows "
+                             "are one document's already); unset FLAMIA_TILES=doc or choose "
+                             "another dQ kernel")
         half = block_m // 2
         _attn_bwd_dq_hopper_ws_kernel[(hq, order_dq.numel())](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
@@ -2543,7 +2583,7 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
             order_dq, lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq,
             H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages,
             CONSUMER_REGS=DQ_WS_CONSUMER_REGS, PRODUCER_REGS=DQ_WS_PRODUCER_REGS,
-            DOC_TILES=doc_tiles, num_warps=4)
+            DOC_TILES=doc_tiles, num_warps=4, OWN_ROWS=own_rows)
         return dq
     _attn_bwd_dq_hopper_kernel[(hq, order_dq.numel())](
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
