@@ -30,6 +30,8 @@ Providers:
                  (flamia.kernels.attention.doc_tiles); named with --providers only
     flamia-bf16 (dQ own rows)  the same with FLAMIA_GLUON_DQ=ws_rows: each consumer warpgroup of
                  the dQ kernel over its own rows' key tiles; named with --providers only
+    flamia-bf16 (own rows)  the same and FLAMIA_GLUON_FWD=128,128,8,2,ws_rows: the forward's
+                 warpgroups too; named with --providers only
     flamia-bf16 (LPT order)  the same with FLAMIA_ORDER=longest: tiles launched by work alone
                  (the order before 2026-12-05 evening; flamia.kernels.attention.launch_order);
                  named with --providers only
@@ -312,6 +314,7 @@ PROVIDERS = {
     "flamia-bf16 (doc tiles)": prep_flamia,
     "flamia-bf16 (LPT order)": prep_flamia,
     "flamia-bf16 (dQ own rows)": prep_flamia,
+    "flamia-bf16 (own rows)": prep_flamia,
     "flamia-mxfp8": prep_flamia_mxfp8,
     "flamia-mxfp8 (Gluon dK/dV)": prep_flamia_mxfp8,
     "flamia-mxfp8 (LPT order)": prep_flamia_mxfp8,
@@ -336,8 +339,10 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 # tiles launched by work alone (the launch order before 2026-12-05 evening)
                 "flamia-bf16 (LPT order)": {"FLAMIA_ORDER": "longest"},
                 "flamia-mxfp8 (LPT order)": {"FLAMIA_ORDER": "longest"},
-                # the dQ kernel's warpgroups over their own rows' key tiles (not yet run)
+                # the warpgroups over their own rows' key tiles (2026-12-05 evening, not yet run)
                 "flamia-bf16 (dQ own rows)": {"FLAMIA_GLUON_DQ": "ws_rows"},
+                "flamia-bf16 (own rows)": {"FLAMIA_GLUON_FWD": "128,128,8,2,ws_rows",
+                                           "FLAMIA_GLUON_DQ": "ws_rows"},
                 # the persistent Gluon forward and dQ kernels (2026-12-05, fourth session): opt-in
                 "flamia-bf16 (persistent fwd)": {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent"},
                 "flamia-bf16 (persistent fwd, dQ)": {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent",

@@ -45,7 +45,8 @@ def compile_fwd(config: str, d: int = 128, hq: int = 16, hkv: int = 16):
     if mode:  # 64-row Q/O blocks, num_warps = 4 (the default partition)
         return _compile(H._attn_fwd_hopper_ws_kernel, ("q", "o"), ("k", "v"), (m // 2, n, 4, st),
                         d, hq, hkv, PINGPONG=mode == "pingpong", CONSUMER_REGS=H.WS_CONSUMER_REGS,
-                        PRODUCER_REGS=H.WS_PRODUCER_REGS, drop=("BLOCK_M", ))
+                        PRODUCER_REGS=H.WS_PRODUCER_REGS, drop=("BLOCK_M", ),
+                        OWN_ROWS=mode == "ws_rows")
     return _compile(H._attn_fwd_hopper_kernel, ("q", "o"), ("k", "v"), (m, n, w, st), d, hq, hkv)
 
 
@@ -258,6 +259,8 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
         run("fwd plain", {"FLAMIA_GLUON_FWD": "128,128,8,2"}, lambda: H.attention_fwd_hopper(
             q, k, v, plan.seg_start, plan.order_fwd, 0.1, o, lse))
         run("fwd persistent", {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent"},
+            lambda: H.attention_fwd_hopper(q, k, v, plan.seg_start, plan.order_fwd, 0.1, o, lse))
+        run("fwd ws_rows", {"FLAMIA_GLUON_FWD": "128,128,8,2,ws_rows"},
             lambda: H.attention_fwd_hopper(q, k, v, plan.seg_start, plan.order_fwd, 0.1, o, lse))
         for mode in H.DQ_MODES:
             run(f"dq {mode}", {"FLAMIA_GLUON_DQ": mode}, lambda: H.attention_dq_hopper(

@@ -7,7 +7,7 @@ workloads, in one process on the GPU:
     python -m bench.gluon_variants --kernel fwd8 [--configs mxfp8 nvfp4_fp8]
     python -m bench.gluon_variants --kernel dkdv8 [--configs mxfp8:2:3:3,pipe nvfp4_fp8]
 
---kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S[,ws|,pingpong|,persistent].
+--kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S[,ws|,pingpong|,persistent|,ws_rows].
 --kernel
 dkdv: the dK/dV kernel, configs FLAMIA_GLUON_DKDV=S,D (the plain kernel), or S,D,ws (the
 warp-specialized one; S,D,ws,tma: with FLAMIA_GLUON_DKDV_LSE=tma), or S,D,fused

@@ -31,7 +31,7 @@
 #   persist: written 2026-12-05 (fourth session): the persistent Gluon forward and dQ kernels
 #            (FLAMIA_GLUON_FWD=...,persistent, FLAMIA_GLUON_DQ=persistent): GPU tests, dQ alone
 #            against the warp-specialized one, quick benchmark with both (~8 min)
-#   rows: the dQ kernel's warpgroups over their own rows' key tiles (FLAMIA_GLUON_DQ=ws_rows)
+#   rows: the forward's and dQ kernel's warpgroups over their own rows' key tiles (ws_rows)
 #   order: the grouped launch order (FLAMIA_ORDER) vs LPT: GPU tests, quick benchmark, ncu bytes
 #   shortdocs: Nsight Compute on U(32, 1024) and one document, every kernel of flamia-bf16 and
 #            of cudnn-thd in one report (cuDNN's launch grid, registers, stalls) (~8 min)
@@ -328,19 +328,24 @@ order)  # written 2026-12-05 (fifth session) after shortdocs found the short-doc
   grep -E "^  [a-zA-Z_]|Duration|DRAM Throughput|L2 Hit Rate|Memory Throughput" \
     $OUT/ncu_order.txt | cut -c1-100
   ;;
-rows)  # written 2026-12-05 (fifth session) without a GPU: the dQ kernel with each consumer
-      # warpgroup over its own rows' key tiles (FLAMIA_GLUON_DQ=ws_rows): GPU tests first (a
-      # hang ends at the step's timeout; same values as the plain dQ kernel, probes), then dQ
-      # alone and a quick benchmark against the default (~6 min)
-  FLAMIA_AUTOTUNE=0 step "gpu tests" 200 python -m pytest -q -p no:cacheprovider \
-    tests/test_kernels_hopper.py -k "warp_specialized_dq or do_not_leak" > $OUT/gpu_tests.log 2>&1
+rows)  # written 2026-12-05 (fifth session) without a GPU: the forward and dQ kernels with each
+      # consumer warpgroup over its own rows' key tiles (FLAMIA_GLUON_FWD=...,ws_rows,
+      # FLAMIA_GLUON_DQ=ws_rows): GPU tests first (a hang ends at the step's timeout; same
+      # values as the plain kernels, probes), then each kernel alone and a quick benchmark
+      # against the default (~8 min)
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 220 python -m pytest -q -p no:cacheprovider \
+    tests/test_kernels_hopper.py -k "(forward_is_the_plain and ws_rows) or warp_specialized_dq \
+    or do_not_leak" > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
-  FLAMIA_AUTOTUNE=8x3,4x3 step "dq variants" 100 python -m bench.gluon_variants --kernel dq \
+  FLAMIA_AUTOTUNE=8x3,4x3 step "fwd variants" 80 python -m bench.gluon_variants \
+    --configs 128,128,8,2,ws 128,128,8,2,ws_rows > $OUT/fwd_variants.txt 2>&1
+  grep -vE "Warn|warn" $OUT/fwd_variants.txt | tail -10
+  FLAMIA_AUTOTUNE=8x3,4x3 step "dq variants" 80 python -m bench.gluon_variants --kernel dq \
     --configs ws ws_rows > $OUT/dq_variants.txt 2>&1
   grep -vE "Warn|warn" $OUT/dq_variants.txt | tail -10
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 200 python -m bench.attention --quick --profile --dists \
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 180 python -m bench.attention --quick --profile --dists \
     u32_1024 lognormal_1k u128_4096 one_doc --providers flamia-bf16 "flamia-bf16 (dQ own rows)" \
-    cudnn-thd --out $OUT > $OUT/bench.log 2>&1
+    "flamia-bf16 (own rows)" cudnn-thd --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | grep -v "^| ---" | tail -40
   ;;
 bench)  # the full grid with the accuracy table and autotune picks (~5 min), then the GPU tests of

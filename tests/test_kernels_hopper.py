@@ -121,6 +121,8 @@ def test_gluon_forward_config_is_checked(monkeypatch):
     assert H.config() == (128, 128, 8, 3) and H.fwd_mode() == "ws"
     monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,2,pingpong")
     assert H.config() == (128, 128, 8, 2) and H.fwd_mode() == "pingpong"
+    monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,3,ws_rows")
+    assert H.config() == (128, 128, 8, 3) and H.fwd_mode() == "ws_rows"
     monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,2,persistent")
     assert H.config() == (128, 128, 8, 2) and H.fwd_mode() == "persistent"
     for bad in ("128,128,4,2", "128,32,8,2", "128,128,8,1", "128x128", "64,64,4,2,ws",
@@ -131,9 +133,9 @@ def test_gluon_forward_config_is_checked(monkeypatch):
 
 
 def test_persistent_kernels_take_grid_tiles_only(monkeypatch):
-    """The persistent forward and dQ kernels refuse doc tiles (FLAMIA_TILES=doc) with the reason
-    and the way out, before anything is compiled or launched (CPU tensors; the capability check
-    stubbed)."""
+    """The persistent forward and dQ kernels and the ws_rows ones refuse doc tiles
+    (FLAMIA_TILES=doc) with the reason and the way out, before anything is compiled or launched
+    (CPU tensors; the capability check stubbed)."""
     from flamia.kernels import attention_hopper as H
     monkeypatch.setattr(H, "cuda_major", lambda device=None: 9)
     t, hq, d = 256, 2, 64
@@ -148,6 +150,9 @@ def test_persistent_kernels_take_grid_tiles_only(monkeypatch):
     with pytest.raises(ValueError, match="persistent dQ kernel .* grid tiles only"):
         H.attention_dq_hopper(x, x, x, x, lse, lse, seg, order, 0.1, torch.empty_like(x), seg,
                               True)
+    monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,2,ws_rows")
+    with pytest.raises(ValueError, match="ws_rows runs grid tiles only"):
+        H.attention_fwd_hopper(x, x, x, seg, order, 0.1, torch.empty_like(x), lse, seg, True)
     monkeypatch.setenv("FLAMIA_GLUON_DQ", "ws_rows")
     with pytest.raises(ValueError, match="ws_rows runs grid tiles only"):
         H.attention_dq_hopper(x, x, x, x, lse, lse, seg, order, 0.1, torch.empty_like(x), seg,
@@ -247,7 +252,7 @@ def test_gluon_forward_matches_triton_forward(lengths, hq, hkv, d, monkeypatch):
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("mode,stages", [("ws", 2), ("ws", 3), ("pingpong", 2),
-                                         ("persistent", 2)])
+                                         ("persistent", 2), ("ws_rows", 2), ("ws_rows", 3)])
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128)])
 def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, mode, stages,
                                                        poisoned, monkeypatch):
@@ -255,7 +260,8 @@ def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, mode
     every row as the plain Gluon forward (only who issues the loads, when slots are released, in
     which order the warpgroups issue their MMAs and, persistent, which program runs which tiles
     through one ring differ), so O and lse2 are the same bits; every element written (poisoned
-    outputs). The persistent programs run several tiles each (every case has more work items,
+    outputs). ws_rows: a warpgroup skips key tiles masked for all of its rows, whose steps leave
+    the running state as it was, so the same values. The persistent programs run several tiles each (every case has more work items,
     Hq x tiles, than an H100 or H200 has SMs), the ring's tile count carried from tile to
     tile."""
     cu = _cu(lengths, "cuda")
@@ -462,7 +468,7 @@ def test_doc_tiles_gluon(lengths, hq, hkv, d, poisoned, monkeypatch):
     ("separate", "128,128,8,2,ws", "2,0,ws", "ws"),
     ("separate", "128,128,8,2,pingpong", "3,0,ws", "ws"),
     ("separate", "128,128,8,2,persistent", "2,0,ws,tma", "persistent"),
-    ("separate", "128,128,8,2,ws", "2,0,ws,tma", "ws_rows"),
+    ("separate", "128,128,8,2,ws_rows", "2,0,ws,tma", "ws_rows"),
     ("separate", "128,128,8,2,ws", "2,0,ws,tma", "ws"),
     ("separate", "128,128,8,2,ws", "2,0,ws,doc", "ws"),
     ("separate", "128,128,8,2", "2,0,ws,tma,doc", "plain")])

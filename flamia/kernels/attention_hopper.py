@@ -117,8 +117,9 @@ LOG2E = 1.4426950408889634
 # FLAMIA_GLUON_FWD="M,N,W,S" overrides it with the plain kernel; "M,N,W,S,ws" runs the
 # warp-specialized forward (_attn_fwd_hopper_ws_kernel: two consumer warpgroups, each its own
 # partition, and a TMA producer warp; M = 128, W = 8 only), "M,N,W,S,pingpong" the same with the
-# two warpgroups taking turns to issue their MMAs.
-FWD_MODES = ("ws", "pingpong", "persistent")
+# two warpgroups taking turns to issue their MMAs, "M,N,W,S,ws_rows" the same without turns and
+# each warpgroup over its own rows' key tiles (_fwd_rows).
+FWD_MODES = ("ws", "pingpong", "persistent", "ws_rows")
 DEFAULT_CONFIG = (128, 128, 8, 2)
 # Default mode: warp-specialized ("ws"), 4-14% faster than the plain kernel on the H200 and the
 # same bits (bench/results/fwd_variants_20261204_H200.txt); ping-pong turns were not faster.
@@ -134,8 +135,8 @@ def _fwd_setting() -> tuple[tuple[int, int, int, int], str]:
     try:
         m, n, w, st = (int(x) for x in (fields[:4] if mode else fields))
     except ValueError:
-        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}; accepted: M,N,W,S[,ws|,pingpong|,persistent]"
-                         " e.g. 128,128,8,2 or 128,128,8,2,ws") from None
+        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}; accepted: M,N,W,S[,ws|,pingpong|,persistent"
+                         "|,ws_rows] e.g. 128,128,8,2 or 128,128,8,2,ws") from None
     if m != 16 * w or m not in (64, 128) or n not in (64, 128) or st < 2:
         raise ValueError(f"FLAMIA_GLUON_FWD={text!r}: needs M = 16 * W, M and N in (64, 128), "
                          "S >= 2")
@@ -156,8 +157,8 @@ def config() -> tuple[int, int, int, int]:
 
 def fwd_mode() -> str:
     """"" (the plain forward), "ws" or "pingpong" (_attn_fwd_hopper_ws_kernel without / with
-    turns) or "persistent" (_attn_fwd_hopper_persistent_kernel), from FLAMIA_GLUON_FWD's fifth
-    field."""
+    turns), "ws_rows" (the same without turns, each warpgroup over its own rows' key tiles) or
+    "persistent" (_attn_fwd_hopper_persistent_kernel), from FLAMIA_GLUON_FWD's fifth field."""
     return _fwd_setting()[1]
 
 
@@ -446,10 +447,28 @@ def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k
               row_end, key0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr,
               BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
               WARPS: gl.constexpr, WS: gl.constexpr, TURN: gl.constexpr, H_Q: gl.constexpr,
-              DOC_TILES: gl.constexpr):
+              DOC_TILES: gl.constexpr, OWN_ROWS: gl.constexpr = False):
     """_fwd_rows_of; with doc tiles, a warp-specialized consumer (no ping-pong turns to keep)
-    whose rows all lie past the document's end only releases the ring's slots (_drain_ring)."""
-    if DOC_TILES and WS and TURN == 0:
+    whose rows all lie past the document's end only releases the ring's slots (_drain_ring).
+    OWN_ROWS (grid tiles, warp-specialized, no turns): the consumer runs the key tiles of its
+    own rows only (_warpgroup_key_tiles) and releases the others' slots unread, as _dq_rows
+    does. A skipped key tile is masked for every row of its own: before its rows' first visible
+    key the running state stays (-inf, 0, 0), after its diagonal alpha is 1 and P is 0, so the
+    same values."""
+    if OWN_ROWS:
+        own_lo, own_full_lo, own_full_hi, own_hi = _warpgroup_key_tiles(
+            seg_start_ptr, row0, total, ROWS, BLOCK_N, hi)
+        _drain_ring(k_bars, k_empty, own_lo - lo, STAGES, v_bars, v_empty)
+        _fwd_rows_of(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k_desc,
+                     v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh, total, c, head,
+                     kv_col, row0, row_end, key0, own_lo, own_full_lo, own_full_hi, own_hi, ROWS,
+                     BLOCK_N, HEAD_DIM, STAGES, WARPS, WS, TURN, H_Q, DOC_TILES, own_lo - lo)
+        if own_hi < hi:
+            # Its last V slot (never released by a tile's last P V, the program ending there)
+            # comes round again for the tiles after its diagonal.
+            mbarrier.arrive(v_empty.index((own_hi - 1 - lo) % STAGES))
+            _drain_ring(k_bars, k_empty, hi - lo, STAGES, v_bars, v_empty, start=own_hi - lo)
+    elif DOC_TILES and WS and TURN == 0:
         if row0 >= row_end:
             mbarrier.wait(q_bar, 0)  # its Q half's TMA load lands before the program ends
             _drain_ring(k_bars, k_empty, hi - lo, STAGES, v_bars, v_empty)
@@ -660,11 +679,11 @@ def _attn_fwd_hopper_ws_kernel(
     stride_lh, total, c, H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, PINGPONG: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DOC_TILES: gl.constexpr,
-    num_warps: gl.constexpr,
+    num_warps: gl.constexpr, OWN_ROWS: gl.constexpr = False,
 ):
     """Grid (Hq, 128-row query tiles in launch order); num_warps = 4 (the default partition);
     q/o descriptors with 64-row blocks (one per consumer), k/v with BLOCK_N rows; o_ptr: O's
-    base (DOC_TILES' partial tiles: _store_rows)."""
+    base (DOC_TILES' partial tiles: _store_rows). OWN_ROWS: see _fwd_rows (not with PINGPONG)."""
     HALF: gl.constexpr = q_desc.block_type.shape[0]
     entry = gl.load(order_ptr + gl.program_id(1))
     if DOC_TILES:
@@ -681,12 +700,12 @@ def _attn_fwd_hopper_ws_kernel(
                      v_empty, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh,
                      total, c, head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi,
                      HALF, BLOCK_N, HEAD_DIM, STAGES, 4, True, 1 if PINGPONG else 0, H_Q,
-                     DOC_TILES)),
+                     DOC_TILES, OWN_ROWS)),
         (_fwd_rows, (q_smem.index(1), q_bars.index(1), k_smem, v_smem, k_bars, v_bars, k_empty,
                      v_empty, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh,
                      total, c, head, kv_col, start_m + HALF, row_end, key0, lo, full_lo,
                      full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4, True,
-                     2 if PINGPONG else 0, H_Q, DOC_TILES)),
+                     2 if PINGPONG else 0, H_Q, DOC_TILES, OWN_ROWS)),
         (_fwd_ws_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars,
                             v_bars, k_empty, v_empty, head, kv_col, start_m, key0, lo, hi,
                             HEAD_DIM, BLOCK_N, STAGES)),
@@ -2487,13 +2506,18 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse, s
             PRODUCER_REGS=WS_PRODUCER_REGS, num_warps=4)
         return o, lse
     if mode:
+        if mode == "ws_rows" and doc_tiles:
+            raise ValueError("FLAMIA_GLUON_FWD=...,ws_rows runs grid tiles only (a doc tile's "
+                             "rows are one document's already); unset FLAMIA_TILES=doc or "
+                             "choose another forward")
         half = block_m // 2
         _attn_fwd_hopper_ws_kernel[grid](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
             _rows_view(o, half), o, lse, seg_start, seg_end, order_fwd, lse.stride(0), total,
             softmax_scale * LOG2E, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n,
             STAGES=stages, PINGPONG=mode == "pingpong", CONSUMER_REGS=WS_CONSUMER_REGS,
-            PRODUCER_REGS=WS_PRODUCER_REGS, DOC_TILES=doc_tiles, num_warps=4)
+            PRODUCER_REGS=WS_PRODUCER_REGS, DOC_TILES=doc_tiles, num_warps=4,
+            OWN_ROWS=mode == "ws_rows")
         return o, lse
     _attn_fwd_hopper_kernel[grid](
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
