@@ -17,6 +17,7 @@ dK/dV 64 queries x 128 keys.
 from __future__ import annotations
 
 import argparse
+import heapq
 import os
 from unittest import mock
 
@@ -91,6 +92,33 @@ def warpgroup_steps(seg_start, total, block_m, block_n, wg_rows=64):
     return tile_wide, own
 
 
+def persistent_loads(works, programs):
+    """The persistent kernels' work items (steps each, in launch order) dealt to ``programs``
+    programs: statically in snake order (_work_item: round r of P items forwards when r is even,
+    backwards when odd) and, for comparison, dynamically (each item to the first program free,
+    as a work queue would). Returns (longest snake program, longest dynamic program, mean)."""
+    snake = [0] * programs
+    for j, work in enumerate(works):
+        r, i = divmod(j, programs)
+        snake[i if r % 2 == 0 else programs - 1 - i] += work
+    free = [(0, p) for p in range(programs)]
+    for work in works:
+        load, p = heapq.heappop(free)
+        heapq.heappush(free, (load + work, p))
+    return max(snake), max(load for load, _ in free), sum(works) / programs
+
+
+def forward_items(order, seg_start, total, block_m, block_n, heads):
+    """Steps of each forward work item (query tile, head) in the persistent kernels' order
+    (item w: tile order[w // heads]), grid tiles."""
+    works = []
+    for tile in order.tolist():
+        start = tile * block_m
+        last = min(start + block_m, total) - 1
+        works += [-(-(last + 1) // block_n) - int(seg_start[start]) // block_n] * heads
+    return works
+
+
 def model(lengths, fwd, dkdv, dq):
     total = sum(lengths)
     cu = _cu(lengths)
@@ -113,6 +141,13 @@ def model(lengths, fwd, dkdv, dq):
     seg_start = plan.seg_start
     rows["warpgroups"] = {"fwd": warpgroup_steps(seg_start, total, *fwd),
                           "dq": warpgroup_steps(seg_start, total, *dq)}
+    rows["persistent"] = {}
+    for order in K.ORDER_MODES:  # the persistent forward's dealing, 132 programs (an H100 / H200)
+        with mock.patch.dict(os.environ, {"FLAMIA_ORDER": order}), \
+                mock.patch.object(K, "fwd_blocks", lambda d, fp8=False: fwd):
+            plan = ops.batch_plan(cu, total, 128)
+        rows["persistent"][order] = persistent_loads(
+            forward_items(plan.order_fwd, plan.seg_start, total, *fwd, 16), 132)
     return rows
 
 
@@ -146,6 +181,13 @@ def main(argv=None):
     for dist, rows in models.items():
         for kernel, (tile_wide, own) in rows["warpgroups"].items():
             print(f"| {dist} | {kernel} | {tile_wide} | {own} | {1 - own / tile_wide:.1%} |")
+    print("\n# persistent forward, 16 heads, 132 programs: forward steps of the longest program "
+          "over the mean, work items dealt in snake order (as built) or taken from a queue")
+    print("| workload | launch order | snake | queue |")
+    print("|---|---|---:|---:|")
+    for dist, rows in models.items():
+        for order, (snake, queue, mean) in rows["persistent"].items():
+            print(f"| {dist} | {order} | {snake / mean - 1:+.1%} | {queue / mean - 1:+.1%} |")
 
 
 if __name__ == "__main__":

@@ -215,6 +215,16 @@ def test_tile_model_counts_fewer_masked_steps_on_doc_tiles():
     assert one["grid"] == one["doc"]
 
 
+def test_tile_model_deals_persistent_items():
+    """bench.tile_model.persistent_loads: snake dealing (round 1 backwards) against a queue
+    (each item to the first free program), on items of 4, 1 | 1, 4 steps for two programs:
+    snake gives program 0 both 4s (8 steps), the queue 6, the mean is 5."""
+    from bench.tile_model import persistent_loads
+
+    assert persistent_loads([4, 1, 1, 4], 2) == (8, 6, 5.0)
+    assert persistent_loads([3] * 8, 4) == (6, 6, 6.0)
+
+
 def test_tile_model_counts_warpgroup_steps():
     """bench.tile_model.warpgroup_steps: a 64-row warpgroup over its own rows' key tiles. One
     document, 128 x 128 tiles: the same steps (both warpgroups end at the tile's diagonal key
