@@ -143,20 +143,18 @@ def test_persistent_kernels_take_grid_tiles_only(monkeypatch):
     seg = torch.zeros(t, dtype=torch.int32)
     order = torch.zeros(3, dtype=torch.int32)
     lse = torch.zeros(hq, t)
-    monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,2,persistent")
-    with pytest.raises(ValueError, match="persistent forward .* grid tiles only"):
-        H.attention_fwd_hopper(x, x, x, seg, order, 0.1, torch.empty_like(x), lse, seg, True)
-    monkeypatch.setenv("FLAMIA_GLUON_DQ", "persistent")
-    with pytest.raises(ValueError, match="persistent dQ kernel .* grid tiles only"):
-        H.attention_dq_hopper(x, x, x, x, lse, lse, seg, order, 0.1, torch.empty_like(x), seg,
-                              True)
-    monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,2,ws_rows")
-    with pytest.raises(ValueError, match="ws_rows runs grid tiles only"):
-        H.attention_fwd_hopper(x, x, x, seg, order, 0.1, torch.empty_like(x), lse, seg, True)
-    monkeypatch.setenv("FLAMIA_GLUON_DQ", "ws_rows")
-    with pytest.raises(ValueError, match="ws_rows runs grid tiles only"):
-        H.attention_dq_hopper(x, x, x, x, lse, lse, seg, order, 0.1, torch.empty_like(x), seg,
-                              True)
+    fwd = lambda: H.attention_fwd_hopper(x, x, x, seg, order, 0.1, torch.empty_like(x), lse,
+                                         seg, True)
+    dq = lambda: H.attention_dq_hopper(x, x, x, x, lse, lse, seg, order, 0.1,
+                                       torch.empty_like(x), seg, True)
+    for name, value, launch, why in (
+            ("FLAMIA_GLUON_FWD", "128,128,8,2,persistent", fwd, "persistent forward .* grid"),
+            ("FLAMIA_GLUON_DQ", "persistent", dq, "persistent dQ kernel .* grid"),
+            ("FLAMIA_GLUON_FWD", "128,128,8,2,ws_rows", fwd, "ws_rows runs grid"),
+            ("FLAMIA_GLUON_DQ", "ws_rows", dq, "ws_rows runs grid")):
+        monkeypatch.setenv(name, value)
+        with pytest.raises(ValueError, match=why + " tiles only"):
+            launch()
 
 
 def test_gluon_dq_mode_is_checked(monkeypatch):
