@@ -167,9 +167,10 @@ def _batch_plan_op(
     bm, bn = K.bwd_blocks(head_dim, fp8)
     qm, qn = K.dq_blocks(head_dim, fp8)
     if doc_tiles:
-        orders = (_doc_query_tiles(cu, total, fm, fn, order),
-                  _doc_key_tiles(cu, total, bm, bn, order),
-                  _doc_query_tiles(cu, total, qm, qn, order))
+        def query_tiles(block_m, block_n):
+            return _doc_query_tiles(cu, total, block_m, block_n, order)
+
+        dkdv = _doc_key_tiles(cu, total, bm, bn, order)
     else:
         # Groups: query tiles by the first key tile they read, key tiles by the last query
         # tile they read (one document's tiles share them).
@@ -182,11 +183,11 @@ def _batch_plan_op(
         n_query_tiles = -(-total // bm)
         dkdv = (_ordered_longest_first(lo, hi) if dq_fused
                 else _ordered(hi - lo, hi - 1, n_query_tiles, n_query_tiles, order))
-        order_fwd = query_tiles(fm, fn)
-        # Where the forward's and the dQ kernel's tiles are the same (the FP8 kernels, the triton
-        # BF16 ones), one order serves both (a copy: a custom op's outputs must not alias).
-        orders = (order_fwd, dkdv,
-                  order_fwd.clone() if (qm, qn) == (fm, fn) else query_tiles(qm, qn))
+    order_fwd = query_tiles(fm, fn)
+    # Where the forward's and the dQ kernel's tiles are the same (the FP8 kernels, the triton
+    # BF16 ones), one order serves both (a copy: a custom op's outputs must not alias).
+    orders = (order_fwd, dkdv,
+              order_fwd.clone() if (qm, qn) == (fm, fn) else query_tiles(qm, qn))
     return (seg_start.to(torch.int32), seg_end.to(torch.int32), *orders)
 
 

@@ -19,8 +19,10 @@ to ~1e-5 relative), built the way FlashAttention-3 builds its forward:
   one. Same bits (GPU test); on an H100 (2026-12-05, bench/results/fwd_variants_20261205_H100.txt)
   4-7% less kernel time on short documents (U(32, 1024) 0.454 vs 0.472 ms, lognormal 1k 0.844
   vs 0.906), one document 2.10 vs 1.99 ms in that run and equal in the quick benchmark (work
-  items then dealt round-robin; the snake deal of _work_item came after, not yet run); the
-  persistent dQ kernel (FLAMIA_GLUON_DQ=persistent) is built the same way, not yet run;
+  items then dealt round-robin, snake order since); the persistent dQ kernel
+  (FLAMIA_GLUON_DQ=persistent) is built the same way: same bits, no faster (2026-12-05 18:23);
+  in the grouped launch order the snake deal is unbalanced (bench.tile_model), a work queue is
+  the next form of both;
 - the plain kernel (_attn_fwd_hopper_kernel, FLAMIA_GLUON_FWD=M,N,W,S): 8 warps, the ring refilled
   by the warpgroups themselves after a CTA barrier (both warpgroups read each slot, and a
   warpgroup_mma_wait only covers the MMAs of the warpgroup that waits); Nsight Compute put 23%
@@ -230,12 +232,21 @@ def _query_program(entry, head, seg_start_ptr, seg_end_ptr, total, H_Q: gl.const
         start_m = entry * BLOCK_M
         row_end = total
         key0 = 0
-        last_row = gl.minimum(start_m + BLOCK_M, total) - 1
-        lo = gl.load(seg_start_ptr + start_m) // BLOCK_N
-        hi = gl.cdiv(last_row + 1, BLOCK_N)
-        full_lo = gl.minimum(gl.cdiv(gl.load(seg_start_ptr + last_row), BLOCK_N), hi)
-        full_hi = gl.maximum(gl.minimum((start_m + 1) // BLOCK_N, hi), full_lo)
+        lo, full_lo, full_hi, hi = _rows_key_tiles(
+            seg_start_ptr, start_m, gl.minimum(start_m + BLOCK_M, total) - 1, BLOCK_N)
     return head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi
+
+
+@gluon.jit
+def _rows_key_tiles(seg_start_ptr, first, last, BLOCK_N: gl.constexpr):
+    """Grid tiles: the key tiles that packed rows first .. last visit (lo, full_lo, full_hi,
+    hi, see _query_program): from the one holding the first row's segment start to the last
+    row's diagonal, unmasked where every key lies in every row's segment and below its row."""
+    lo = gl.load(seg_start_ptr + first) // BLOCK_N
+    hi = gl.cdiv(last + 1, BLOCK_N)
+    full_lo = gl.minimum(gl.cdiv(gl.load(seg_start_ptr + last), BLOCK_N), hi)
+    full_hi = gl.maximum(gl.minimum((first + 1) // BLOCK_N, hi), full_lo)
+    return lo, full_lo, full_hi, hi
 
 
 @gluon.jit
@@ -250,20 +261,13 @@ def _query_rows(seg_start_ptr, row0, row_end, total, ROWS: gl.constexpr,
 
 
 @gluon.jit
-def _warpgroup_key_tiles(seg_start_ptr, row0, total, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
-                         hi):
-    """Grid tiles: the key tiles that rows row0 .. row0 + ROWS - 1 (one consumer warpgroup's)
-    visit, as _query_program's of their tile but from their own first row's segment start to
-    their own diagonal: lo, full_lo, full_hi, hi (within the tile's; bench.tile_model counts
-    the steps this saves). Rows past the last token (a last tile's second warpgroup) take the
-    last token's."""
-    first = gl.minimum(row0, total - 1)
-    last = gl.minimum(row0 + ROWS, total) - 1
-    own_hi = gl.minimum(gl.cdiv(gl.maximum(last, first) + 1, BLOCK_N), hi)
-    own_lo = gl.minimum(gl.load(seg_start_ptr + first) // BLOCK_N, own_hi)
-    own_full_lo = gl.minimum(gl.cdiv(gl.load(seg_start_ptr + last), BLOCK_N), own_hi)
-    own_full_hi = gl.maximum(gl.minimum((first + 1) // BLOCK_N, own_hi), own_full_lo)
-    return own_lo, gl.maximum(own_full_lo, own_lo), own_full_hi, own_hi
+def _warpgroup_key_tiles(seg_start_ptr, row0, total, ROWS: gl.constexpr,
+                         BLOCK_N: gl.constexpr):
+    """Grid tiles: the key tiles of rows row0 .. row0 + ROWS - 1 (one consumer warpgroup's) by
+    themselves (_rows_key_tiles), within their tile's (bench.tile_model counts the steps this
+    saves). Rows past the last token (a last tile's second warpgroup) take the last token's."""
+    return _rows_key_tiles(seg_start_ptr, gl.minimum(row0, total - 1),
+                           gl.minimum(row0 + ROWS, total) - 1, BLOCK_N)
 
 
 @gluon.jit
@@ -457,7 +461,7 @@ def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k
     same values."""
     if OWN_ROWS:
         own_lo, own_full_lo, own_full_hi, own_hi = _warpgroup_key_tiles(
-            seg_start_ptr, row0, total, ROWS, BLOCK_N, hi)
+            seg_start_ptr, row0, total, ROWS, BLOCK_N)
         _drain_ring(k_bars, k_empty, own_lo - lo, STAGES, v_bars, v_empty)
         _fwd_rows_of(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k_desc,
                      v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh, total, c, head,
@@ -728,8 +732,8 @@ def _work_item(j, n_work, order_ptr, seg_start_ptr, total, H_Q: gl.constexpr,
                BLOCK_N: gl.constexpr):
     """The work item a persistent program (grid tiles) runs as its j-th of j = pid, pid + P,
     pid + 2P, .. (P programs), as _query_program returns it. Work item w is query tile
-    order[w // Hq] of head w % Hq (the order the grid (Hq, tiles) launches them in: longest
-    first). Round r (items rP .. rP + P - 1) is dealt in snake order, forwards when r is even and
+    order[w // Hq] of head w % Hq (the order the grid (Hq, tiles) launches them in, the batch
+    plan's launch order). Round r (items rP .. rP + P - 1) is dealt in snake order, forwards when r is even and
     backwards when odd, so that the program that takes a round's largest item takes the next
     round's smallest: dealt in one direction every round, program 0 would run the largest of
     each and its total would exceed the last program's by up to the largest item (one document:
@@ -1143,7 +1147,7 @@ def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k
     in them is masked for every row of its own)."""
     if OWN_ROWS:
         own_lo, own_full_lo, own_full_hi, own_hi = _warpgroup_key_tiles(
-            seg_start_ptr, row0, total, ROWS, BLOCK_N, hi)
+            seg_start_ptr, row0, total, ROWS, BLOCK_N)
         # Ring tiles 0 .. own_lo - lo - 1 first: key tile n is still the ring's tile n - lo
         # (base = own_lo - lo in _dq_rows_of).
         _drain_ring(k_bars, kv_empty, own_lo - lo, STAGES, v_bars)
