@@ -22,7 +22,7 @@ Providers:
                  kernel's lse2 and delta by global loads instead of its producer's TMA (the
                  default since 2026-12-05); named with --providers only
     flamia-bf16 (persistent fwd)  the same with FLAMIA_GLUON_FWD=128,128,8,2,persistent: the
-                 persistent Gluon forward (one program per SM taking the tiles in turn); named
+                 persistent Gluon forward (one program per SM taking tiles from a queue); named
                  with --providers only
     flamia-bf16 (persistent fwd, dQ)  the same and FLAMIA_GLUON_DQ=persistent: the persistent
                  Gluon dQ kernel too; named with --providers only

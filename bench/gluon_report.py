@@ -149,7 +149,7 @@ def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), descs=None
         elif arg in descs:
             sig[arg] = mangle_type(descs[arg])
         elif arg.endswith("_ptr"):
-            plan = ("seg_start_ptr", "seg_end_ptr", "order_ptr", "sem_ptr")
+            plan = ("seg_start_ptr", "seg_end_ptr", "order_ptr", "sem_ptr", "queue_ptr")
             outputs = ("o_ptr", "dq_ptr", "dk_ptr", "dv_ptr")  # bf16 (doc tiles' partial stores)
             sig[arg] = (ptrs or {}).get(arg) or ("*i32" if arg in plan else
                                                  "*bf16" if arg in outputs else "*fp32")

@@ -308,6 +308,27 @@ persist)  # written 2026-12-05 (fourth session) without a GPU: the persistent Gl
     "flamia-bf16 (persistent fwd, dQ)" cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | tail -40
   ;;
+queue)  # written 2026-12-05 (sixth session) without a GPU: the persistent forward and dQ kernels
+       # take their work items from a queue (an atomic counter read by the producer warp and
+       # handed to the consumers), no longer dealt in snake order: GPU tests (same bits as the
+       # plain kernels with every element written, probes), each kernel alone against the
+       # warp-specialized one, a quick benchmark in one process (~8 min)
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 170 python -m pytest -q -p no:cacheprovider \
+    tests/test_kernels_hopper.py -k "persistent or warp_specialized_dq or do_not_leak" \
+    > $OUT/gpu_tests.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
+  FLAMIA_AUTOTUNE=8x3,4x3 step "fwd variants" 80 python -m bench.gluon_variants \
+    --configs 128,128,8,2,ws 128,128,8,2,persistent > $OUT/fwd_variants.txt 2>&1
+  grep -vE "Warn|warn" $OUT/fwd_variants.txt | tail -10
+  FLAMIA_AUTOTUNE=8x3,4x3 step "dq variants" 80 python -m bench.gluon_variants --kernel dq \
+    --configs ws persistent > $OUT/dq_variants.txt 2>&1
+  grep -vE "Warn|warn" $OUT/dq_variants.txt | tail -10
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 200 python -m bench.attention --quick --profile --dists \
+    u32_1024 u128_4096 lognormal_1k equal_2k one_doc --providers flamia-bf16 \
+    "flamia-bf16 (persistent fwd)" "flamia-bf16 (persistent fwd, dQ)" cudnn-thd \
+    --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | grep -v "^| ---" | tail -40
+  ;;
 order)  # written 2026-12-05 (fifth session) after shortdocs found the short-document kernels at
        # 82-86% of DRAM bandwidth: the grouped launch order (FLAMIA_ORDER=grouped, the new
        # default) against LPT (longest): GPU tests, quick benchmark in one process, then Nsight

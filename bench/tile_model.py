@@ -94,9 +94,10 @@ def warpgroup_steps(seg_start, total, block_m, block_n, wg_rows=64):
 
 def persistent_loads(works, programs):
     """The persistent kernels' work items (steps each, in launch order) dealt to ``programs``
-    programs: statically in snake order (_work_item: round r of P items forwards when r is even,
-    backwards when odd) and, for comparison, dynamically (each item to the first program free,
-    as a work queue would). Returns (longest snake program, longest dynamic program, mean)."""
+    programs: statically in snake order (round r of P items forwards when r is even, backwards
+    when odd: the kernels' dealing until 2026-12-05) and dynamically (each item to the first
+    program free: the kernels' work queue since, attention_hopper._take_item, with an item's time
+    taken as its step count). Returns (longest snake program, longest dynamic program, mean)."""
     snake = [0] * programs
     for j, work in enumerate(works):
         r, i = divmod(j, programs)
@@ -182,7 +183,7 @@ def main(argv=None):
         for kernel, (tile_wide, own) in rows["warpgroups"].items():
             print(f"| {dist} | {kernel} | {tile_wide} | {own} | {1 - own / tile_wide:.1%} |")
     print("\n# persistent forward, 16 heads, 132 programs: forward steps of the longest program "
-          "over the mean, work items dealt in snake order (as built) or taken from a queue")
+          "over the mean, work items dealt in snake order (until 2026-12-05) or taken from a queue (since)")
     print("| workload | launch order | snake | queue |")
     print("|---|---|---:|---:|")
     for dist, rows in models.items():

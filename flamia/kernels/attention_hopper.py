@@ -19,10 +19,11 @@ to ~1e-5 relative), built the way FlashAttention-3 builds its forward:
   one. Same bits (GPU test); on an H100 (2026-12-05, bench/results/fwd_variants_20261205_H100.txt)
   4-7% less kernel time on short documents (U(32, 1024) 0.454 vs 0.472 ms, lognormal 1k 0.844
   vs 0.906), one document 2.10 vs 1.99 ms in that run and equal in the quick benchmark (work
-  items then dealt round-robin, snake order since); the persistent dQ kernel
-  (FLAMIA_GLUON_DQ=persistent) is built the same way: same bits, no faster (2026-12-05 18:23);
-  in the grouped launch order the snake deal is unbalanced (bench.tile_model), a work queue is
-  the next form of both;
+  items then dealt round-robin, later in snake order); the persistent dQ kernel
+  (FLAMIA_GLUON_DQ=persistent) is built the same way: same bits, no faster (2026-12-05 18:23).
+  In the grouped launch order a static deal is unbalanced (bench.tile_model), so since the
+  evening of 2026-12-05 both take their items from a work queue (_take_item; compiled for
+  sm_90, not yet run on a GPU);
 - the plain kernel (_attn_fwd_hopper_kernel, FLAMIA_GLUON_FWD=M,N,W,S): 8 warps, the ring refilled
   by the warpgroups themselves after a CTA barrier (both warpgroups read each slot, and a
   warpgroup_mma_wait only covers the MMAs of the warpgroup that waits); Nsight Compute put 23%
@@ -717,49 +718,82 @@ def _attn_fwd_hopper_ws_kernel(
 
 
 # Persistent forward (FLAMIA_GLUON_FWD=128,128,8,2,persistent): the warp-specialized forward with
-# one program per SM that takes the work items (head, query tile) of the launch order in turn
-# (item w: tile order[w // Hq], head w % Hq, the order the grid (Hq, tiles) launches them in),
-# so that a tile's prologue and epilogue overlap the previous tile's work: the producer loads the
-# next tile's Q as soon as the consumers have run their last S = Q K^T, and its first K/V tiles
-# as ring slots free up, while the consumers finish P V and store O through slots of their own
-# (the TMA store is waited for by the next tile's epilogue). On short documents a 128-row tile
-# is a few key tiles, so a program's fixed cost (launch, barrier setup, Q's load latency, the
-# store of O) is a large part of its time. Each tile's MMAs and softmax steps are those of the
-# non-persistent kernel: the same bits (GPU test). Grid tiles only.
+# one program per SM that takes the work items (head, query tile) of the launch order from a
+# queue (item w: tile order[w // Hq], head w % Hq, the order the grid (Hq, tiles) launches them
+# in), so that a tile's prologue and epilogue overlap the previous tile's work: the producer
+# loads the next tile's Q as soon as the consumers have run their last S = Q K^T, and its first
+# K/V tiles as ring slots free up, while the consumers finish P V and store O through slots of
+# their own (the TMA store is waited for by the next tile's epilogue). On short documents a
+# 128-row tile is a few key tiles, so a program's fixed cost (launch, barrier setup, Q's load
+# latency, the store of O) is a large part of its time. Each tile's MMAs and softmax steps are
+# those of the non-persistent kernel, whichever program runs it: the same bits (GPU test). Grid
+# tiles only.
+#
+# Why a queue: dealt statically (round-robin, snake order) the items of the grouped launch order
+# gave the longest program 7-14% more steps than the mean (equal 2k: 48%), and the persistent
+# forward lost 8-13% to the plain one on U(128, 4096) and lognormal 1k on the H200 (2026-12-05);
+# items taken by whichever program is free keep every program within about one item of the
+# mean (python -m bench.tile_model, last table).
 @gluon.jit
-def _work_item(j, n_work, order_ptr, seg_start_ptr, total, H_Q: gl.constexpr,
-               H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-               BLOCK_N: gl.constexpr):
-    """The work item a persistent program (grid tiles) runs as its j-th of j = pid, pid + P,
-    pid + 2P, .. (P programs), as _query_program returns it. Work item w is query tile
-    order[w // Hq] of head w % Hq (the order the grid (Hq, tiles) launches them in, the batch
-    plan's launch order). Round r (items rP .. rP + P - 1) is dealt in snake order, forwards when r is even and
-    backwards when odd, so that the program that takes a round's largest item takes the next
-    round's smallest: dealt in one direction every round, program 0 would run the largest of
-    each and its total would exceed the last program's by up to the largest item (one document:
-    64 of about 1000 steps per program)."""
-    n_prog = gl.num_programs(0)
-    r = j // n_prog
-    p = j - r * n_prog
-    size = gl.minimum(n_prog, n_work - r * n_prog)  # items in round r: p < size
-    w = r * n_prog + p + (r % 2) * (size - 1 - 2 * p)
+def _work_item(w, order_ptr, seg_start_ptr, total, H_Q: gl.constexpr, H_KV: gl.constexpr,
+               HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    """Work item w of a persistent kernel, as _query_program returns it: query tile
+    order[w // Hq] of head w % Hq."""
     return _query_program(gl.load(order_ptr + w // H_Q), w % H_Q, seg_start_ptr, seg_start_ptr,
                           total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N, False)
 
 
 @gluon.jit
+def _take_item(queue_ptr, item_bars, t, n_work):
+    """The producer of a persistent program takes its t-th work item from the launch's queue
+    (queue_ptr[0]: the next item; zero at launch) and hands it to the consumers: stored in this
+    program's slot t % 2 of queue_ptr[1 + 2 pid ..], then an arrival on item_bars[t % 2]. -1
+    once the queue is empty (each program takes exactly one such item, its last). Slot t % 2 is
+    free again: the producer takes item t only after loading item t - 1's Q, which waited for
+    the consumers to be done with item t - 2's (_fwd_ws_producer's q_empty), long after they
+    read its number."""
+    w = gl.atomic_add(queue_ptr, 1)
+    w = gl.where(w < n_work, w, -1)
+    gl.store(queue_ptr + 1 + 2 * gl.program_id(0) + t % 2, w)
+    # The arrival releases the store to the consumers' wait (mbarrier.arrive: release, CTA
+    # scope; the wait: acquire).
+    mbarrier.arrive(item_bars.index(t % 2))
+    return w
+
+
+@gluon.jit
+def _read_item(queue_ptr, item_bars, t):
+    """A consumer's t-th work item, as _take_item handed it over (-1: none left)."""
+    mbarrier.wait(item_bars.index(t % 2), (t // 2) & 1)
+    return gl.load(queue_ptr + 1 + 2 * gl.program_id(0) + t % 2, volatile=True)
+
+
+@gluon.jit
+def _persistent_barriers():
+    """A persistent kernel's barriers besides the ring's: q_empty, one per Q half (its
+    consumer's arrival once done with the half), and item_bars, one per slot of _take_item."""
+    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    item_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for h in gl.static_range(2):
+        mbarrier.init(q_empty.index(h), count=1)
+        mbarrier.init(item_bars.index(h), count=1)
+    return q_empty, item_bars
+
+
+@gluon.jit
 def _fwd_persistent_rows(q_smem, q_bar, q_empty, o_smem, k_smem, v_smem, k_bars, v_bars, k_empty,
                          v_empty, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr,
-                         order_ptr, stride_lh, total, c, n_work, HALF_INDEX: gl.constexpr,
-                         H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr,
-                         BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+                         order_ptr, queue_ptr, item_bars, stride_lh, total, c,
+                         HALF_INDEX: gl.constexpr, H_Q: gl.constexpr, H_KV: gl.constexpr,
+                         HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
     """A consumer of the persistent forward: rows HALF_INDEX * 64 .. of each work item's tile."""
     ROWS: gl.constexpr = o_desc.block_type.shape[0]
     base = 0  # the ring's tiles consumed before this work item
     t = 0  # work items before this one
-    for j in range(gl.program_id(0), n_work, gl.num_programs(0)):
+    w = _read_item(queue_ptr, item_bars, t)
+    while w >= 0:
         head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _work_item(
-            j, n_work, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * ROWS, BLOCK_N)
+            w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * ROWS, BLOCK_N)
         _fwd_rows_of(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k_desc,
                      v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh, total, c, head,
                      kv_col, start_m + HALF_INDEX * ROWS, row_end, key0, lo, full_lo, full_hi,
@@ -767,62 +801,65 @@ def _fwd_persistent_rows(q_smem, q_bar, q_empty, o_smem, k_smem, v_smem, k_bars,
                      q_empty, o_smem)
         base += hi - lo
         t += 1
+        w = _read_item(queue_ptr, item_bars, t)
     tma.store_wait(pendings=0)  # the last O tile is out before the program's memory goes
 
 
 @gluon.jit
 def _fwd_persistent_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, q_empty,
-                             k_bars, v_bars, k_empty, v_empty, seg_start_ptr, order_ptr, total,
-                             n_work, H_Q: gl.constexpr, H_KV: gl.constexpr,
-                             HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                             k_bars, v_bars, k_empty, v_empty, seg_start_ptr, order_ptr,
+                             queue_ptr, item_bars, total, n_work, H_Q: gl.constexpr,
+                             H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
                              STAGES: gl.constexpr):
-    """The producer warp of the persistent forward: _fwd_ws_producer for each work item."""
+    """The producer warp of the persistent forward: _fwd_ws_producer for each work item it
+    takes from the queue."""
     base = 0
     t = 0
-    for j in range(gl.program_id(0), n_work, gl.num_programs(0)):
+    w = _take_item(queue_ptr, item_bars, t, n_work)
+    while w >= 0:
         head, kv_col, start_m, _, key0, lo, _, _, hi = _work_item(
-            j, n_work, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM,
+            w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM,
             2 * q_desc.block_type.shape[0], BLOCK_N)
         _fwd_ws_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars, v_bars,
                          k_empty, v_empty, head, kv_col, start_m, key0, lo, hi, HEAD_DIM,
                          BLOCK_N, STAGES, False, base, t & 1, q_empty)
         base += hi - lo
         t += 1
+        w = _take_item(queue_ptr, item_bars, t, n_work)
 
 
 @gluon.jit
 def _attn_fwd_hopper_persistent_kernel(
-    q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, order_ptr, stride_lh, total,
-    c, n_work, H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr,
+    q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, order_ptr, queue_ptr,
+    stride_lh, total, c, n_work, H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
     PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
 ):
-    """Grid (programs,), at most one per SM; n_work = Hq x query tiles; num_warps = 4 (the
-    default partition); q/o descriptors with 64-row blocks, k/v with BLOCK_N rows. Shared memory
-    at D = 128: Q and O 2 x 16 KB each, the ring 2 x 64 KB."""
+    """Grid (programs,), at most one per SM; n_work = Hq x query tiles; queue_ptr: int32 [1 + 2
+    x programs], zero (_take_item); num_warps = 4 (the default partition); q/o descriptors with
+    64-row blocks, k/v with BLOCK_N rows. Shared memory at D = 128: Q and O 2 x 16 KB each, the
+    ring 2 x 64 KB."""
     q_smem, q_bars, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty = _ws_query_buffers(
         q_desc, k_desc, v_desc, STAGES)
     o_smem = gl.allocate_shared_memory(o_desc.dtype, [2] + o_desc.block_type.shape,
                                        o_desc.layout)
-    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    for h in gl.static_range(2):
-        mbarrier.init(q_empty.index(h), count=1)
+    q_empty, item_bars = _persistent_barriers()
     fence_async_shared()
     gl.warp_specialize([
         (_fwd_persistent_rows, (q_smem.index(0), q_bars.index(0), q_empty.index(0),
                                 o_smem.index(0), k_smem, v_smem, k_bars, v_bars, k_empty,
                                 v_empty, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr,
-                                order_ptr, stride_lh, total, c, n_work, 0, H_Q, H_KV, HEAD_DIM,
-                                BLOCK_N, STAGES)),
+                                order_ptr, queue_ptr, item_bars, stride_lh, total, c, 0, H_Q,
+                                H_KV, HEAD_DIM, BLOCK_N, STAGES)),
         (_fwd_persistent_rows, (q_smem.index(1), q_bars.index(1), q_empty.index(1),
                                 o_smem.index(1), k_smem, v_smem, k_bars, v_bars, k_empty,
                                 v_empty, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr,
-                                order_ptr, stride_lh, total, c, n_work, 1, H_Q, H_KV, HEAD_DIM,
-                                BLOCK_N, STAGES)),
+                                order_ptr, queue_ptr, item_bars, stride_lh, total, c, 1, H_Q,
+                                H_KV, HEAD_DIM, BLOCK_N, STAGES)),
         (_fwd_persistent_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars,
                                     q_empty, k_bars, v_bars, k_empty, v_empty, seg_start_ptr,
-                                    order_ptr, total, n_work, H_Q, H_KV, HEAD_DIM, BLOCK_N,
-                                    STAGES)),
+                                    order_ptr, queue_ptr, item_bars, total, n_work, H_Q, H_KV,
+                                    HEAD_DIM, BLOCK_N, STAGES)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -1356,17 +1393,19 @@ def _attn_bwd_dq_hopper_ws_kernel(
 @gluon.jit
 def _dq_persistent_rows(q_smem, do_smem, q_bar, q_empty, dq_smem, k_smem, v_smem, k_bars, v_bars,
                         kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr,
-                        seg_start_ptr, order_ptr, stride_lh, total, c, sm_scale, n_work,
-                        HALF_INDEX: gl.constexpr, H_Q: gl.constexpr, H_KV: gl.constexpr,
-                        HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+                        seg_start_ptr, order_ptr, queue_ptr, item_bars, stride_lh, total, c,
+                        sm_scale, HALF_INDEX: gl.constexpr, H_Q: gl.constexpr,
+                        H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                        STAGES: gl.constexpr):
     """A consumer of the persistent dQ kernel: rows HALF_INDEX * 64 .. of each work item's
     tile."""
     ROWS: gl.constexpr = dq_desc.block_type.shape[0]
     base = 0  # the ring's tiles consumed before this work item
     t = 0  # work items before this one
-    for j in range(gl.program_id(0), n_work, gl.num_programs(0)):
+    w = _read_item(queue_ptr, item_bars, t)
+    while w >= 0:
         head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _work_item(
-            j, n_work, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * ROWS, BLOCK_N)
+            w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * ROWS, BLOCK_N)
         _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
                     v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total,
                     c, sm_scale, head, kv_col, start_m + HALF_INDEX * ROWS, row_end, key0, lo,
@@ -1374,39 +1413,44 @@ def _dq_persistent_rows(q_smem, do_smem, q_bar, q_empty, dq_smem, k_smem, v_smem
                     base, t & 1, q_empty, dq_smem)
         base += hi - lo
         t += 1
+        w = _read_item(queue_ptr, item_bars, t)
     tma.store_wait(pendings=0)  # the last dQ tile is out before the program's memory goes
 
 
 @gluon.jit
 def _dq_persistent_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, q_empty,
                             k_smem, v_smem, k_bars, v_bars, kv_empty, seg_start_ptr, order_ptr,
-                            total, n_work, H_Q: gl.constexpr, H_KV: gl.constexpr,
-                            HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                            queue_ptr, item_bars, total, n_work, H_Q: gl.constexpr,
+                            H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
                             STAGES: gl.constexpr):
-    """The producer warp of the persistent dQ kernel: _dq_ws_producer for each work item."""
+    """The producer warp of the persistent dQ kernel: _dq_ws_producer for each work item it
+    takes from the queue."""
     base = 0
     t = 0
-    for j in range(gl.program_id(0), n_work, gl.num_programs(0)):
+    w = _take_item(queue_ptr, item_bars, t, n_work)
+    while w >= 0:
         head, kv_col, start_m, _, key0, lo, _, _, hi = _work_item(
-            j, n_work, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM,
+            w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM,
             2 * q_desc.block_type.shape[0], BLOCK_N)
         _dq_ws_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem, v_smem,
                         k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo, hi, HEAD_DIM,
                         BLOCK_N, STAGES, base, t & 1, q_empty)
         base += hi - lo
         t += 1
+        w = _take_item(queue_ptr, item_bars, t, n_work)
 
 
 @gluon.jit
 def _attn_bwd_dq_hopper_persistent_kernel(
     q_desc, k_desc, v_desc, do_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr,
-    order_ptr, stride_lh, total, c, sm_scale, n_work, H_Q: gl.constexpr, H_KV: gl.constexpr,
-    HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    order_ptr, queue_ptr, stride_lh, total, c, sm_scale, n_work, H_Q: gl.constexpr,
+    H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
 ):
-    """Grid (programs,), at most one per SM; n_work = Hq x query tiles; num_warps = 4 (the
-    default partition); q/do/dq descriptors with 64-row blocks, k/v with BLOCK_N rows. Shared
-    memory at D = 128: Q, dO and dQ 2 x 16 KB each, the ring 2 x 32 KB."""
+    """Grid (programs,), at most one per SM; n_work = Hq x query tiles; queue_ptr: int32 [1 + 2
+    x programs], zero (_take_item); num_warps = 4 (the default partition); q/do/dq descriptors
+    with 64-row blocks, k/v with BLOCK_N rows. Shared memory at D = 128: Q, dO and dQ 2 x 16 KB
+    each, the ring 2 x 32 KB."""
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape,
                                        q_desc.layout)
     do_smem = gl.allocate_shared_memory(do_desc.dtype, [2] + do_desc.block_type.shape,
@@ -1414,11 +1458,10 @@ def _attn_bwd_dq_hopper_persistent_kernel(
     dq_smem = gl.allocate_shared_memory(dq_desc.dtype, [2] + dq_desc.block_type.shape,
                                         dq_desc.layout)
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_empty, item_bars = _persistent_barriers()
     kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for h in gl.static_range(2):
         mbarrier.init(q_bars.index(h), count=1)
-        mbarrier.init(q_empty.index(h), count=1)
     for st in gl.static_range(STAGES):
         mbarrier.init(kv_empty.index(st), count=2)
     k_smem, v_smem, k_bars, v_bars = _kv_ring(k_desc, v_desc, STAGES)
@@ -1427,17 +1470,19 @@ def _attn_bwd_dq_hopper_persistent_kernel(
         (_dq_persistent_rows, (q_smem.index(0), do_smem.index(0), q_bars.index(0),
                                q_empty.index(0), dq_smem.index(0), k_smem, v_smem, k_bars,
                                v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr,
-                               delta_ptr, seg_start_ptr, order_ptr, stride_lh, total, c,
-                               sm_scale, n_work, 0, H_Q, H_KV, HEAD_DIM, BLOCK_N, STAGES)),
+                               delta_ptr, seg_start_ptr, order_ptr, queue_ptr, item_bars,
+                               stride_lh, total, c, sm_scale, 0, H_Q, H_KV, HEAD_DIM, BLOCK_N,
+                               STAGES)),
         (_dq_persistent_rows, (q_smem.index(1), do_smem.index(1), q_bars.index(1),
                                q_empty.index(1), dq_smem.index(1), k_smem, v_smem, k_bars,
                                v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr,
-                               delta_ptr, seg_start_ptr, order_ptr, stride_lh, total, c,
-                               sm_scale, n_work, 1, H_Q, H_KV, HEAD_DIM, BLOCK_N, STAGES)),
+                               delta_ptr, seg_start_ptr, order_ptr, queue_ptr, item_bars,
+                               stride_lh, total, c, sm_scale, 1, H_Q, H_KV, HEAD_DIM, BLOCK_N,
+                               STAGES)),
         (_dq_persistent_producer, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars,
                                    q_empty, k_smem, v_smem, k_bars, v_bars, kv_empty,
-                                   seg_start_ptr, order_ptr, total, n_work, H_Q, H_KV,
-                                   HEAD_DIM, BLOCK_N, STAGES)),
+                                   seg_start_ptr, order_ptr, queue_ptr, item_bars, total,
+                                   n_work, H_Q, H_KV, HEAD_DIM, BLOCK_N, STAGES)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -2429,6 +2474,13 @@ def _tile_layout(*shape_and_dtype):
     return gl.NVMMASharedLayout.get_default_for(list(shape), GL_DTYPES[dtype])
 
 
+def _work_queue(programs: int, device) -> torch.Tensor:
+    """The work queue of one persistent launch (_take_item): the next item's number, then two
+    slots per program, zero. A fresh one per launch: a queue shared by launches on two streams
+    would hand items of one to the other."""
+    return torch.zeros(1 + 2 * programs, dtype=torch.int32, device=device)
+
+
 def _rows_view(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
     """A TMA descriptor over [T, H, D] seen as [T, H * D] (heads adjacent: stride(1) == D),
     block [block_rows, D]."""
@@ -2502,9 +2554,11 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse, s
             raise ValueError("the persistent forward (FLAMIA_GLUON_FWD=...,persistent) runs grid "
                              "tiles only; unset FLAMIA_TILES=doc or choose another forward")
         half, n_work = block_m // 2, hq * order_fwd.numel()
-        _attn_fwd_hopper_persistent_kernel[(min(n_work, sm_count(q.device)), )](
+        programs = min(n_work, sm_count(q.device))
+        _attn_fwd_hopper_persistent_kernel[(programs, )](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
-            _rows_view(o, half), o, lse, seg_start, order_fwd, lse.stride(0), total,
+            _rows_view(o, half), o, lse, seg_start, order_fwd, _work_queue(programs, q.device),
+            lse.stride(0), total,
             softmax_scale * LOG2E, n_work, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d,
             BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=WS_CONSUMER_REGS,
             PRODUCER_REGS=WS_PRODUCER_REGS, num_warps=4)
@@ -2591,10 +2645,11 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
             raise ValueError("the persistent dQ kernel (FLAMIA_GLUON_DQ=persistent) runs grid "
                              "tiles only; unset FLAMIA_TILES=doc or choose another dQ kernel")
         half, n_work = block_m // 2, hq * order_dq.numel()
-        _attn_bwd_dq_hopper_persistent_kernel[(min(n_work, sm_count(q.device)), )](
+        programs = min(n_work, sm_count(q.device))
+        _attn_bwd_dq_hopper_persistent_kernel[(programs, )](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
             _rows_view(do, half), _rows_view(dq, half), dq, lse, delta, seg_start, order_dq,
-            lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, n_work, H_Q=hq,
+            _work_queue(programs, q.device), lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, n_work, H_Q=hq,
             H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages,
             CONSUMER_REGS=DQ_WS_CONSUMER_REGS, PRODUCER_REGS=DQ_WS_PRODUCER_REGS, num_warps=4)
         return dq
