@@ -91,6 +91,8 @@ def compile_fwd8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float
     """The compiled FP8 forward (FWD8_CONFIG, FLAMIA_GLUON_FWD8=mode); qk_dtype bfloat16:
     nvfp4_fp8's Q and K."""
     m, n, _, st = H.FWD8_CONFIG
+    if mode == "pair":
+        st = H.FWD8_PAIR_STAGES
     descs = {"q_desc": H._rows_view(torch.empty(4096, hq, d, dtype=qk_dtype), m // 2),
              "k_desc": H._rows_view(torch.empty(4096, hkv, d, dtype=qk_dtype), n),
              "vt_desc": H._token_major_view(
@@ -101,7 +103,7 @@ def compile_fwd8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float
     return _compile(H._attn_fwd8_hopper_ws_kernel, (), (), (m // 2, n, 4, st), d, hq, hkv,
                     drop=("BLOCK_M", ), descs=descs, aligned=("stride_skh", ),
                     CONSUMER_REGS=H.FWD8_CONSUMER_REGS, PRODUCER_REGS=H.FWD8_PRODUCER_REGS,
-                    OVERLAP=mode == "overlap")
+                    OVERLAP=mode == "overlap", PAIR=mode == "pair")
 
 
 def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float8_e4m3fn,
@@ -350,8 +352,9 @@ def main(argv=None):
                     help="dK/dV kernel: 0 dQ kernel, 1 fused dQ ordered, 2 fused dQ unordered")
     ap.add_argument("--dq", nargs="*", default=["plain"], choices=H.DQ_MODES,
                     help="FLAMIA_GLUON_DQ values of the dQ kernel")
-    ap.add_argument("--fwd8", nargs="*", default=[], choices=("mxfp8", "nvfp4_fp8"),
-                    help="also the FP8 forward for these recipes")
+    ap.add_argument("--fwd8", nargs="*", default=[],
+                    help="also the FP8 forward: recipe[:FLAMIA_GLUON_FWD8], e.g. mxfp8 "
+                         "nvfp4_fp8 mxfp8:pair")
     ap.add_argument("--dkdv8", nargs="*", default=[],
                     help="also the FP8 dK/dV kernel: recipe[:FLAMIA_GLUON_DKDV8], e.g. mxfp8 "
                          "nvfp4_fp8 mxfp8:3,pipe")
@@ -381,8 +384,10 @@ def main(argv=None):
             for p in args.dkdv for f in args.fuse_dq if not (p.endswith("ws") and f)] + [
             (f"dkdv {dkdv} {p} lse=tma", compile_dkdv(p, args.d, lse_tma=True))
             for p in args.dkdv if p.endswith("ws") and args.lse_tma] + [
-            (f"fwd8 {r}", compile_fwd8(args.d, qk_dtype=torch.bfloat16 if r == "nvfp4_fp8"
-                                       else torch.float8_e4m3fn)) for r in args.fwd8] + [
+            (f"fwd8 {r}", compile_fwd8(args.d, qk_dtype=torch.bfloat16 if r.startswith("nvfp4")
+                                       else torch.float8_e4m3fn,
+                                       mode=r.split(":")[1] if ":" in r else "inflight"))
+            for r in args.fwd8] + [
             (f"dkdv8 {r}", compile_dkdv8(args.d, qk_dtype=torch.bfloat16 if r.startswith("nvfp4")
                                          else torch.float8_e4m3fn,
                                          setting=r.split(":")[1] if ":" in r else ""))

@@ -503,16 +503,19 @@ def _fp8_forward_inputs(lengths, hq, hkv, d, recipe, seed=7):
 
 @pytest.mark.gpu
 @hopper
+@pytest.mark.parametrize("mode", ["inflight", "pair"])
 @pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4_fp8"])
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128)])
-def test_gluon_fp8_forward_is_the_triton_fp8_forward(lengths, hq, hkv, d, recipe, poisoned,
+def test_gluon_fp8_forward_is_the_triton_fp8_forward(lengths, hq, hkv, d, recipe, mode, poisoned,
                                                       monkeypatch):
     """The warp-specialized Gluon FP8 forward (128-query tiles) computes the triton FP8 forward's
     function (64-query tiles) on the same 64-key tiles: the same MMAs per tile, P' quantized per
-    row of the same tiles, O updated as O * alpha + X * scale in the same order (see _fwd8_step):
-    the same bits. Every element written (poisoned outputs)."""
+    row of the same tiles, O updated as O * alpha + X * scale in the same order (see _fwd8_step;
+    FLAMIA_GLUON_FWD8=pair: two tiles per step, each tile's values as in its own step,
+    _fwd8_pair): the same bits. Every element written (poisoned outputs)."""
     cu = _cu(lengths, "cuda")
     q8, k8, fp8 = _fp8_forward_inputs(lengths, hq, hkv, d, recipe)
+    monkeypatch.setenv("FLAMIA_GLUON_FWD8", mode)
     outs = {}
     for kernel in ("triton", "gluon"):
         monkeypatch.setenv("FLAMIA_FWD_KERNEL", kernel)

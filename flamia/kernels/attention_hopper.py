@@ -874,9 +874,12 @@ FWD8_CONFIG = (128, 64, 8, 3)
 FWD8_CONSUMER_REGS = 232
 FWD8_PRODUCER_REGS = 40
 # How a step waits for its two MMAs (FLAMIA_GLUON_FWD8, read at every launch): "inflight", the
-# BF16 forward's schedule (softmax of S_n while P'_{n-1} V_{n-1} runs), or "overlap" (both
-# waited for, then the softmax and the O update of the step in one stretch of code).
-FWD8_MODES = ("inflight", "overlap")
+# BF16 forward's schedule (softmax of S_n while P'_{n-1} V_{n-1} runs), "overlap" (both
+# waited for, then the softmax and the O update of the step in one stretch of code), or "pair"
+# (two key tiles per step, their softmax and quantization chains side by side: _fwd8_pair).
+FWD8_MODES = ("inflight", "overlap", "pair")
+# Ring slots of the pair mode: the two tiles of a step and the next step's two in flight.
+FWD8_PAIR_STAGES = 4
 
 
 def fwd8_mode() -> str:
@@ -997,15 +1000,123 @@ def _fwd8_step(acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_ba
     return acc, pq, gl.convert_layout(scale, rows_o), m_i, l_i
 
 
+# The pair mode (FLAMIA_GLUON_FWD8=pair). Measured on the H200 (2026-12-04, README), a step of
+# the FP8 forward took about 2600 SM cycles per pair of warpgroup steps against 1154 to issue
+# its instructions and 554 of FP8 MMAs: the step's dependent chain (S's row maximum, the
+# exponentials, P''s row maximum and scaling, the E4M3 cast, the operand shuffle, P' V) bounds
+# it, with two consumer warps per scheduler to hide its latencies; more warps do not fit in the
+# registers. A pair step gives each warp two such chains at once: S_a = Q K_a^T and S_b = Q
+# K_b^T issued together, then the two tiles' softmax and quantization, whose row reductions
+# and exponentials are independent except for the running max (m_b = max(m_a, ...), one
+# instruction per row), so ptxas can interleave them; then P'_a V_a and P'_b V_b from zero
+# accumulators, issued together. Every tile's values and every rounding are those of the
+# triton kernel's step in the same order (O = O * alpha + X * scale per tile, P against that
+# tile's running max): the same bits (GPU test).
+@gluon.jit
+def _fwd8_scores(q_smem, k_smem, k_bars, k_empty, skv_ptr, s_zero, n, lo, total,
+                 MASKED: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                 s_layout: gl.constexpr):
+    """S_n = Q K_n^T issued (asynchronous) for key tile n, with the tile's sK and sV."""
+    i = n - lo
+    sk, sv = _key_scales8(skv_ptr, n, total, MASKED, BLOCK_N, s_layout)
+    mbarrier.wait(k_bars.index(i % STAGES), (i // STAGES) & 1)
+    s = warpgroup_mma(q_smem, k_smem.index(i % STAGES).permute((1, 0)), s_zero, use_acc=False,
+                      is_async=True)
+    return s, sk, sv
+
+
+@gluon.jit
+def _fwd8_pv(pq, vt_smem, v_bars, o_zero, n, lo, STAGES: gl.constexpr, p_layout: gl.constexpr):
+    """X_n = P'_n V_n issued (asynchronous) from a zero accumulator."""
+    i = n - lo
+    mbarrier.wait(v_bars.index(i % STAGES), (i // STAGES) & 1)
+    return warpgroup_mma(_p8_operand(pq, p_layout), vt_smem.index(i % STAGES).permute((1, 0)),
+                         o_zero, use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _fwd8_single(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, v_empty,
+                 skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total,
+                 MASKED: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                 s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
+    """Key tile n alone (the pair mode's last tile of an odd range), every MMA waited for."""
+    s, sk, sv = _fwd8_scores(q_smem, k_smem, k_bars, k_empty, skv_ptr, s_zero, n, lo, total,
+                             MASKED, BLOCK_N, STAGES, s_layout)
+    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+    mbarrier.arrive(k_empty.index((n - lo) % STAGES))
+    p, m_i, l_i, alpha = _softmax_step(s * gl.expand_dims(sk, 0), m_i, l_i, c, offs_m,
+                                       seg_start_m, n, MASKED, BLOCK_N, s_layout, True)
+    pq, scale = _quantize_p8(p, sv)
+    x = _fwd8_pv(pq, vt_smem, v_bars, o_zero, n, lo, STAGES, p_layout)
+    x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
+    mbarrier.arrive(v_empty.index((n - lo) % STAGES))
+    rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    acc = (acc * gl.expand_dims(gl.convert_layout(alpha, rows_o), 1)
+           + x * gl.expand_dims(gl.convert_layout(scale, rows_o), 1))
+    return acc, m_i, l_i
+
+
+@gluon.jit
+def _fwd8_pair(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, v_empty,
+               skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total,
+               MASKED: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+               s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
+    """Key tiles n and n + 1 in one step (see the comment above)."""
+    s_a, sk_a, sv_a = _fwd8_scores(q_smem, k_smem, k_bars, k_empty, skv_ptr, s_zero, n, lo,
+                                   total, MASKED, BLOCK_N, STAGES, s_layout)
+    s_b, sk_b, sv_b = _fwd8_scores(q_smem, k_smem, k_bars, k_empty, skv_ptr, s_zero, n + 1, lo,
+                                   total, MASKED, BLOCK_N, STAGES, s_layout)
+    s_a, s_b = warpgroup_mma_wait(num_outstanding=0, deps=(s_a, s_b))
+    mbarrier.arrive(k_empty.index((n - lo) % STAGES))
+    mbarrier.arrive(k_empty.index((n + 1 - lo) % STAGES))
+    p_a, m_a, l_i, alpha_a = _softmax_step(s_a * gl.expand_dims(sk_a, 0), m_i, l_i, c, offs_m,
+                                           seg_start_m, n, MASKED, BLOCK_N, s_layout, True)
+    p_b, m_i, l_i, alpha_b = _softmax_step(s_b * gl.expand_dims(sk_b, 0), m_a, l_i, c, offs_m,
+                                           seg_start_m, n + 1, MASKED, BLOCK_N, s_layout, True)
+    pq_a, scale_a = _quantize_p8(p_a, sv_a)
+    pq_b, scale_b = _quantize_p8(p_b, sv_b)
+    x_a = _fwd8_pv(pq_a, vt_smem, v_bars, o_zero, n, lo, STAGES, p_layout)
+    x_b = _fwd8_pv(pq_b, vt_smem, v_bars, o_zero, n + 1, lo, STAGES, p_layout)
+    x_a, x_b = warpgroup_mma_wait(num_outstanding=0, deps=(x_a, x_b))
+    mbarrier.arrive(v_empty.index((n - lo) % STAGES))
+    mbarrier.arrive(v_empty.index((n + 1 - lo) % STAGES))
+    rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    acc = (acc * gl.expand_dims(gl.convert_layout(alpha_a, rows_o), 1)
+           + x_a * gl.expand_dims(gl.convert_layout(scale_a, rows_o), 1))
+    acc = (acc * gl.expand_dims(gl.convert_layout(alpha_b, rows_o), 1)
+           + x_b * gl.expand_dims(gl.convert_layout(scale_b, rows_o), 1))
+    return acc, m_i, l_i
+
+
+@gluon.jit
+def _fwd8_range(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, v_empty,
+                skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, start, end, lo, total,
+                MASKED: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
+    """Key tiles start .. end - 1 in pair steps, the last one alone if their count is odd."""
+    for n in range(start, end - 1, 2):
+        acc, m_i, l_i = _fwd8_pair(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars,
+                                   k_empty, v_empty, skv_ptr, s_zero, o_zero, c, offs_m,
+                                   seg_start_m, n, lo, total, MASKED, BLOCK_N, STAGES, s_layout,
+                                   o_layout, p_layout)
+    if (end - start) % 2 == 1:
+        acc, m_i, l_i = _fwd8_single(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars,
+                                     k_empty, v_empty, skv_ptr, s_zero, o_zero, c, offs_m,
+                                     seg_start_m, end - 1, lo, total, MASKED, BLOCK_N, STAGES,
+                                     s_layout, o_layout, p_layout)
+    return acc, m_i, l_i
+
+
 @gluon.jit
 def _fwd8_rows(q_smem, q_bar, o_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, v_empty, o_desc,
                sq_ptr, skv_ptr, lse_ptr, seg_start_ptr, stride_sqh, stride_lh, total, qk_scale,
                head, row0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
                HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr,
-               OVERLAP: gl.constexpr):
+               OVERLAP: gl.constexpr, PAIR: gl.constexpr = False):
     """One consumer warpgroup of the FP8 forward: query rows row0 .. row0 + 63 of ``head``
     (_fwd_rows' structure): O by TMA store through o_smem, lse2 to lse_ptr. QK_K: the MMA's K
-    step of S = Q K^T (32 for E4M3 Q and K, 16 for nvfp4_fp8's bf16-held NVFP4 values)."""
+    step of S = Q K^T (32 for E4M3 Q and K, 16 for nvfp4_fp8's bf16-held NVFP4 values). PAIR:
+    two key tiles per step (_fwd8_pair)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, QK_K])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -1023,46 +1134,61 @@ def _fwd8_rows(q_smem, q_bar, o_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, 
     s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
     o_zero = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
 
-    # First tile: S, its softmax and P' (O is still 0).
-    sk, sv = _key_scales8(skv_ptr, lo, total, True, BLOCK_N, s_layout)
-    mbarrier.wait(q_bar, 0)
-    mbarrier.wait(k_bars.index(0), 0)
-    s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
-                      is_async=True)
-    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
-    mbarrier.arrive(k_empty.index(0))
-    s = s * gl.expand_dims(sk, 0)
-    if (lo < full_lo) | (lo >= full_hi):
-        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, True,
-                                           BLOCK_N, s_layout, True)
+    if PAIR:
+        mbarrier.wait(q_bar, 0)
+        acc, m_i, l_i = _fwd8_range(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars,
+                                    k_empty, v_empty, skv_ptr, s_zero, o_zero, c, offs_m,
+                                    seg_start_m, lo, full_lo, lo, total, True, BLOCK_N, STAGES,
+                                    s_layout, o_layout, p_layout)
+        acc, m_i, l_i = _fwd8_range(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars,
+                                    k_empty, v_empty, skv_ptr, s_zero, o_zero, c, offs_m,
+                                    seg_start_m, full_lo, full_hi, lo, total, False, BLOCK_N,
+                                    STAGES, s_layout, o_layout, p_layout)
+        acc, m_i, l_i = _fwd8_range(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars,
+                                    k_empty, v_empty, skv_ptr, s_zero, o_zero, c, offs_m,
+                                    seg_start_m, full_hi, hi, lo, total, True, BLOCK_N, STAGES,
+                                    s_layout, o_layout, p_layout)
     else:
-        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, False,
-                                           BLOCK_N, s_layout, True)
-    pq, p_scale = _quantize_p8(p, sv)
-    p_scale = gl.convert_layout(p_scale, rows_o)
+        # First tile: S, its softmax and P' (O is still 0).
+        sk, sv = _key_scales8(skv_ptr, lo, total, True, BLOCK_N, s_layout)
+        mbarrier.wait(q_bar, 0)
+        mbarrier.wait(k_bars.index(0), 0)
+        s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
+                          is_async=True)
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+        mbarrier.arrive(k_empty.index(0))
+        s = s * gl.expand_dims(sk, 0)
+        if (lo < full_lo) | (lo >= full_hi):
+            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, True,
+                                               BLOCK_N, s_layout, True)
+        else:
+            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, False,
+                                               BLOCK_N, s_layout, True)
+        pq, p_scale = _quantize_p8(p, sv)
+        p_scale = gl.convert_layout(p_scale, rows_o)
 
-    for n in range(lo + 1, full_lo):
-        acc, pq, p_scale, m_i, l_i = _fwd8_step(
-            acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
-            v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, True,
-            BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
-    for n in range(gl.maximum(lo + 1, full_lo), full_hi):
-        acc, pq, p_scale, m_i, l_i = _fwd8_step(
-            acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
-            v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, False,
-            BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
-    for n in range(gl.maximum(lo + 1, full_hi), hi):
-        acc, pq, p_scale, m_i, l_i = _fwd8_step(
-            acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
-            v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, True,
-            BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
+        for n in range(lo + 1, full_lo):
+            acc, pq, p_scale, m_i, l_i = _fwd8_step(
+                acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
+                v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, True,
+                BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
+        for n in range(gl.maximum(lo + 1, full_lo), full_hi):
+            acc, pq, p_scale, m_i, l_i = _fwd8_step(
+                acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
+                v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, False,
+                BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
+        for n in range(gl.maximum(lo + 1, full_hi), hi):
+            acc, pq, p_scale, m_i, l_i = _fwd8_step(
+                acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
+                v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, True,
+                BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
 
-    last = (hi - 1 - lo) % STAGES
-    mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
-    x = warpgroup_mma(_p8_operand(pq, p_layout), vt_smem.index(last).permute((1, 0)), o_zero,
-                      use_acc=False, is_async=True)
-    x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
-    acc = acc + x * gl.expand_dims(p_scale, 1)
+        last = (hi - 1 - lo) % STAGES
+        mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
+        x = warpgroup_mma(_p8_operand(pq, p_layout), vt_smem.index(last).permute((1, 0)), o_zero,
+                          use_acc=False, is_async=True)
+        x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
+        acc = acc + x * gl.expand_dims(p_scale, 1)
 
     _store_o_lse(acc, m_i, l_i, o_smem, o_desc, lse_ptr, head, stride_lh, offs_m, row_ok, row0,
                  total, lse_ptr, 1, HEAD_DIM, o_layout, False)
@@ -1074,7 +1200,7 @@ def _attn_fwd8_hopper_ws_kernel(
     stride_sqh, stride_skh, stride_lh, total, c, H_Q: gl.constexpr, H_KV: gl.constexpr,
     HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr,
-    num_warps: gl.constexpr,
+    num_warps: gl.constexpr, PAIR: gl.constexpr = False,
 ):
     """Grid (Hq, 128-row query tiles in launch order), num_warps = 4 (the default partition).
     q (E4M3, or bf16 for nvfp4_fp8) / o (bf16) descriptors over [T, H * D] with 64-row blocks,
@@ -1096,11 +1222,11 @@ def _attn_fwd8_hopper_ws_kernel(
         (_fwd8_rows, (q_smem.index(0), q_bars.index(0), o_smem.index(0), k_smem, vt_smem, k_bars,
                       v_bars, k_empty, v_empty, o_desc, sq_ptr, skv_ptr, lse_ptr, seg_start_ptr,
                       stride_sqh, stride_lh, total, c, head, start_m, lo, full_lo, full_hi, hi,
-                      HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K, OVERLAP)),
+                      HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K, OVERLAP, PAIR)),
         (_fwd8_rows, (q_smem.index(1), q_bars.index(1), o_smem.index(1), k_smem, vt_smem, k_bars,
                       v_bars, k_empty, v_empty, o_desc, sq_ptr, skv_ptr, lse_ptr, seg_start_ptr,
                       stride_sqh, stride_lh, total, c, head, start_m + HALF, lo, full_lo,
-                      full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K, OVERLAP)),
+                      full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K, OVERLAP, PAIR)),
         (_fwd_ws_producer, (q_desc, k_desc, vt_desc, q_smem, k_smem, vt_smem, q_bars, k_bars,
                             v_bars, k_empty, v_empty, head, kv_col, start_m, 0, lo, hi,
                             HEAD_DIM, BLOCK_N, STAGES, True)),
@@ -2617,13 +2743,17 @@ def attention_fwd8_hopper(q8, k8, vt8, sq, skv, seg_start, order_fwd, softmax_sc
     assert sq.shape == (hq, total) and sq.stride(1) == 1, "sq: [Hq, T], unit stride along T"
     assert skv.shape == (hkv, total, 2) and skv.is_contiguous(), "skv: contiguous [Hkv, T, 2]"
     block_m, block_n, _, stages = FWD8_CONFIG
+    mode = fwd8_mode()
+    if mode == "pair":
+        stages = FWD8_PAIR_STAGES
     half = block_m // 2
     _attn_fwd8_hopper_ws_kernel[(hq, order_fwd.numel())](
         _rows_view(q8, half), _rows_view(k8, block_n), _token_major_view(vt8, block_n),
         _rows_view(o, half), sq, skv, lse, seg_start, order_fwd, sq.stride(0), skv.stride(0),
         lse.stride(0), total, softmax_scale * LOG2E, H_Q=hq, H_KV=hkv, HEAD_DIM=d,
         BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=FWD8_CONSUMER_REGS,
-        PRODUCER_REGS=FWD8_PRODUCER_REGS, OVERLAP=fwd8_mode() == "overlap", num_warps=4)
+        PRODUCER_REGS=FWD8_PRODUCER_REGS, OVERLAP=mode == "overlap", PAIR=mode == "pair",
+        num_warps=4)
     return o, lse
 
 
@@ -2649,8 +2779,9 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
         _attn_bwd_dq_hopper_persistent_kernel[(programs, )](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
             _rows_view(do, half), _rows_view(dq, half), dq, lse, delta, seg_start, order_dq,
-            _work_queue(programs, q.device), lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, n_work, H_Q=hq,
-            H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages,
+            _work_queue(programs, q.device), lse.stride(0), total, softmax_scale * LOG2E,
+            softmax_scale, n_work, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n,
+            STAGES=stages,
             CONSUMER_REGS=DQ_WS_CONSUMER_REGS, PRODUCER_REGS=DQ_WS_PRODUCER_REGS, num_warps=4)
         return dq
     if dq_mode() in ("ws", "ws_rows"):
