@@ -71,7 +71,8 @@ warpgroup, and the measured rate (about 2600 SM cycles per pair of steps, two wa
 twice what issuing those instructions takes (1154 cycles on 4 schedulers): the step's dependent
 chain (S row maximum, exponentials, P' row maximum, scaling, E4M3 cast, operand shuffle) with
 two warps per scheduler, not the MMAs, sets the pace; overlapping the MMAs differently
-(FLAMIA_GLUON_FWD8=overlap) did not change it.
+(FLAMIA_GLUON_FWD8=overlap) did not change it. FLAMIA_GLUON_FWD8=pair (2026-12-05, compiled, not
+yet run) gives each warp two such chains per step (_fwd8_pair).
 
 The FP8 dK/dV kernel (_attn_bwd_dkdv8_hopper_ws_kernel, mxfp8 and nvfp4_fp8) is the triton FP8
 dK/dV kernels' function on their 64 x 64 tiles in one kernel where triton runs two (a dV-only
