@@ -58,6 +58,27 @@ if [ -d .whl ]; then
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu.txt
 step() { local t0=$SECONDS; echo "== $1"; shift; timeout "$@"; echo "rc=$? $((SECONDS - t0))s"; }
+# A variant of the Gluon BF16 forward and dQ kernels: the GPU tests selected by $1 (a hang ends
+# at the step's timeout), the forward (FLAMIA_GLUON_FWD=128,128,8,2,$2) and the dQ kernel
+# (FLAMIA_GLUON_DQ=$3) alone against the warp-specialized ones, then a quick benchmark in one
+# process of flamia-bf16, the providers named after them and cuDNN THD.
+gluon_variants() {
+  local tests=$1 fwd=$2 dq=$3
+  shift 3
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 200 python -m pytest -q -p no:cacheprovider \
+    tests/test_kernels_hopper.py -k "$tests" > $OUT/gpu_tests.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
+  FLAMIA_AUTOTUNE=8x3,4x3 step "fwd variants" 70 python -m bench.gluon_variants \
+    --configs 128,128,8,2,ws 128,128,8,2,$fwd > $OUT/fwd_variants.txt 2>&1
+  grep -vE "Warn|warn" $OUT/fwd_variants.txt | tail -10
+  FLAMIA_AUTOTUNE=8x3,4x3 step "dq variants" 70 python -m bench.gluon_variants --kernel dq \
+    --configs ws $dq > $OUT/dq_variants.txt 2>&1
+  grep -vE "Warn|warn" $OUT/dq_variants.txt | tail -10
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 220 python -m bench.attention --quick --profile --dists \
+    u32_1024 u128_4096 lognormal_1k equal_2k one_doc --providers flamia-bf16 "$@" cudnn-thd \
+    --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | grep -v "^| ---" | tail -40
+}
 case $phase in
 checktrain)  # fp8 check + GPU tests + a 200-step 125M comparison, within one 600 s call
   FLAMIA_AUTOTUNE=0 step "fp8 check" 130 python -m bench.fp8_check 2>&1 | tee $OUT/fp8_check.log
@@ -335,21 +356,8 @@ queue)  # written 2026-12-05 (sixth session) without a GPU: the persistent forwa
        # handed to the consumers), no longer dealt in snake order: GPU tests (same bits as the
        # plain kernels with every element written, probes), each kernel alone against the
        # warp-specialized one, a quick benchmark in one process (~8 min)
-  FLAMIA_AUTOTUNE=0 step "gpu tests" 170 python -m pytest -q -p no:cacheprovider \
-    tests/test_kernels_hopper.py -k "persistent or warp_specialized_dq or do_not_leak" \
-    > $OUT/gpu_tests.log 2>&1
-  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
-  FLAMIA_AUTOTUNE=8x3,4x3 step "fwd variants" 80 python -m bench.gluon_variants \
-    --configs 128,128,8,2,ws 128,128,8,2,persistent > $OUT/fwd_variants.txt 2>&1
-  grep -vE "Warn|warn" $OUT/fwd_variants.txt | tail -10
-  FLAMIA_AUTOTUNE=8x3,4x3 step "dq variants" 80 python -m bench.gluon_variants --kernel dq \
-    --configs ws persistent > $OUT/dq_variants.txt 2>&1
-  grep -vE "Warn|warn" $OUT/dq_variants.txt | tail -10
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 200 python -m bench.attention --quick --profile --dists \
-    u32_1024 u128_4096 lognormal_1k equal_2k one_doc --providers flamia-bf16 \
-    "flamia-bf16 (persistent fwd)" "flamia-bf16 (persistent fwd, dQ)" cudnn-thd \
-    --out $OUT > $OUT/bench.log 2>&1
-  grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | grep -v "^| ---" | tail -40
+  gluon_variants "persistent or warp_specialized_dq or do_not_leak" persistent persistent \
+    "flamia-bf16 (persistent fwd)" "flamia-bf16 (persistent fwd, dQ)"
   ;;
 order)  # written 2026-12-05 (fifth session) after shortdocs found the short-document kernels at
        # 82-86% of DRAM bandwidth: the grouped launch order (FLAMIA_ORDER=grouped, the new
@@ -376,20 +384,8 @@ rows)  # written 2026-12-05 (fifth session) without a GPU: the forward and dQ ke
       # FLAMIA_GLUON_DQ=ws_rows): GPU tests first (a hang ends at the step's timeout; same
       # values as the plain kernels, probes), then each kernel alone and a quick benchmark
       # against the default (~8 min)
-  FLAMIA_AUTOTUNE=0 step "gpu tests" 220 python -m pytest -q -p no:cacheprovider \
-    tests/test_kernels_hopper.py -k "(forward_is_the_plain and ws_rows) or warp_specialized_dq \
-    or do_not_leak" > $OUT/gpu_tests.log 2>&1
-  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
-  FLAMIA_AUTOTUNE=8x3,4x3 step "fwd variants" 80 python -m bench.gluon_variants \
-    --configs 128,128,8,2,ws 128,128,8,2,ws_rows > $OUT/fwd_variants.txt 2>&1
-  grep -vE "Warn|warn" $OUT/fwd_variants.txt | tail -10
-  FLAMIA_AUTOTUNE=8x3,4x3 step "dq variants" 80 python -m bench.gluon_variants --kernel dq \
-    --configs ws ws_rows > $OUT/dq_variants.txt 2>&1
-  grep -vE "Warn|warn" $OUT/dq_variants.txt | tail -10
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 180 python -m bench.attention --quick --profile --dists \
-    u32_1024 lognormal_1k u128_4096 one_doc --providers flamia-bf16 "flamia-bf16 (dQ own rows)" \
-    "flamia-bf16 (own rows)" cudnn-thd --out $OUT > $OUT/bench.log 2>&1
-  grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | grep -v "^| ---" | tail -40
+  gluon_variants "(forward_is_the_plain and ws_rows) or warp_specialized_dq or do_not_leak" \
+    ws_rows ws_rows "flamia-bf16 (dQ own rows)" "flamia-bf16 (own rows)"
   ;;
 bench)  # the full grid with the accuracy table and autotune picks (~5 min), then the GPU tests of
         # the triton kernels and the API (the Gluon kernels' own: phase ws / dkdvws / dqws)
