@@ -1014,7 +1014,7 @@ def _fwd8_step(acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_ba
 # triton kernel's step in the same order (O = O * alpha + X * scale per tile, P against that
 # tile's running max): the same bits (GPU test).
 @gluon.jit
-def _fwd8_scores(q_smem, k_smem, k_bars, k_empty, skv_ptr, s_zero, n, lo, total,
+def _fwd8_scores(q_smem, k_smem, k_bars, skv_ptr, s_zero, n, lo, total,
                  MASKED: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                  s_layout: gl.constexpr):
     """S_n = Q K_n^T issued (asynchronous) for key tile n, with the tile's sK and sV."""
@@ -1041,8 +1041,8 @@ def _fwd8_single(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty
                  MASKED: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                  s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
     """Key tile n alone (the pair mode's last tile of an odd range), every MMA waited for."""
-    s, sk, sv = _fwd8_scores(q_smem, k_smem, k_bars, k_empty, skv_ptr, s_zero, n, lo, total,
-                             MASKED, BLOCK_N, STAGES, s_layout)
+    s, sk, sv = _fwd8_scores(q_smem, k_smem, k_bars, skv_ptr, s_zero, n, lo, total, MASKED,
+                             BLOCK_N, STAGES, s_layout)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
     mbarrier.arrive(k_empty.index((n - lo) % STAGES))
     p, m_i, l_i, alpha = _softmax_step(s * gl.expand_dims(sk, 0), m_i, l_i, c, offs_m,
@@ -1063,10 +1063,10 @@ def _fwd8_pair(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, 
                MASKED: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
     """Key tiles n and n + 1 in one step (see the comment above)."""
-    s_a, sk_a, sv_a = _fwd8_scores(q_smem, k_smem, k_bars, k_empty, skv_ptr, s_zero, n, lo,
-                                   total, MASKED, BLOCK_N, STAGES, s_layout)
-    s_b, sk_b, sv_b = _fwd8_scores(q_smem, k_smem, k_bars, k_empty, skv_ptr, s_zero, n + 1, lo,
-                                   total, MASKED, BLOCK_N, STAGES, s_layout)
+    s_a, sk_a, sv_a = _fwd8_scores(q_smem, k_smem, k_bars, skv_ptr, s_zero, n, lo, total,
+                                   MASKED, BLOCK_N, STAGES, s_layout)
+    s_b, sk_b, sv_b = _fwd8_scores(q_smem, k_smem, k_bars, skv_ptr, s_zero, n + 1, lo, total,
+                                   MASKED, BLOCK_N, STAGES, s_layout)
     s_a, s_b = warpgroup_mma_wait(num_outstanding=0, deps=(s_a, s_b))
     mbarrier.arrive(k_empty.index((n - lo) % STAGES))
     mbarrier.arrive(k_empty.index((n + 1 - lo) % STAGES))
