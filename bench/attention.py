@@ -40,10 +40,10 @@ Providers:
                  FP8 dK/dV kernel (one kernel, S^T and P^T once) instead of the triton dV-only and
                  dK-only kernels; named with --providers only
     flamia-mxfp8 (LPT order)  the same with FLAMIA_ORDER=longest; named with --providers only
-    flamia-mxfp8 (Gluon pair fwd)  the same with the Gluon FP8 forward in pair steps
-                 (FLAMIA_FWD_KERNEL=gluon, FLAMIA_GLUON_FWD8=pair: two key tiles' softmax and
-                 quantization side by side) and the Gluon FP8 dK/dV kernel; named with
-                 --providers only
+    flamia-mxfp8 (Gluon pair steps)  the same with the Gluon FP8 forward and dK/dV kernels in
+                 pair steps (FLAMIA_FWD_KERNEL=gluon, FLAMIA_GLUON_FWD8=pair,
+                 FLAMIA_DKDV_KERNEL=gluon, FLAMIA_GLUON_DKDV8=3,pair: two tiles' element-wise
+                 chains side by side per step); named with --providers only
     flamia-nvfp4_fp8 (emulated NVFP4): recipe="nvfp4_fp8"; Hopper has no FP4 MMA, so its QK^T,
                  dQ and dK run as bf16 MMAs on the exact NVFP4 values (PV, dP, dV on FP8 units)
     flex         torch.compile(flex_attention) with a document-causal block mask
@@ -322,7 +322,7 @@ PROVIDERS = {
     "flamia-mxfp8": prep_flamia_mxfp8,
     "flamia-mxfp8 (Gluon dK/dV)": prep_flamia_mxfp8,
     "flamia-mxfp8 (LPT order)": prep_flamia_mxfp8,
-    "flamia-mxfp8 (Gluon pair fwd)": prep_flamia_mxfp8,
+    "flamia-mxfp8 (Gluon pair steps)": prep_flamia_mxfp8,
     # NVFP4 Q/K are emulated on Hopper: QK^T, dQ, dK run as bf16 MMAs on exact NVFP4 values
     "flamia-nvfp4_fp8 (emulated NVFP4)": prep_flamia_nvfp4,
     "flex": prep_flex,
@@ -344,10 +344,11 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 # tiles launched by work alone (the launch order before 2026-12-05 evening)
                 "flamia-bf16 (LPT order)": {"FLAMIA_ORDER": "longest"},
                 "flamia-mxfp8 (LPT order)": {"FLAMIA_ORDER": "longest"},
-                # the Gluon FP8 forward's pair steps (2026-12-05, sixth session, not yet run)
-                "flamia-mxfp8 (Gluon pair fwd)": {"FLAMIA_FWD_KERNEL": "gluon",
-                                                  "FLAMIA_GLUON_FWD8": "pair",
-                                                  "FLAMIA_DKDV_KERNEL": "gluon"},
+                # the Gluon FP8 kernels' pair steps (2026-12-05, sixth session, not yet run)
+                "flamia-mxfp8 (Gluon pair steps)": {"FLAMIA_FWD_KERNEL": "gluon",
+                                                    "FLAMIA_GLUON_FWD8": "pair",
+                                                    "FLAMIA_DKDV_KERNEL": "gluon",
+                                                    "FLAMIA_GLUON_DKDV8": "3,pair"},
                 # the warpgroups over their own rows' key tiles (2026-12-05 evening, not yet run)
                 "flamia-bf16 (dQ own rows)": {"FLAMIA_GLUON_DQ": "ws_rows"},
                 "flamia-bf16 (own rows)": {"FLAMIA_GLUON_FWD": "128,128,8,2,ws_rows",
@@ -364,7 +365,7 @@ DEFAULT_PROVIDERS = [name for name in PROVIDERS if name not in PROVIDER_ENV]
 # near 3e-3; FP8 recipes sit near their input-quantization floor (~4-6%, DESIGN.md s6), so their
 # gate only proves that attention is computed; their precision is the accuracy table's job.
 CHECK_TOL = {"flamia-mxfp8": 0.12, "flamia-mxfp8 (Gluon dK/dV)": 0.12,
-             "flamia-mxfp8 (LPT order)": 0.12, "flamia-mxfp8 (Gluon pair fwd)": 0.12,
+             "flamia-mxfp8 (LPT order)": 0.12, "flamia-mxfp8 (Gluon pair steps)": 0.12,
              "flamia-nvfp4_fp8 (emulated NVFP4)": 0.25}
 
 

@@ -112,7 +112,7 @@ def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.floa
     qk_dtype bfloat16: nvfp4_fp8's Q and K."""
     m, n, _ = H.DKDV8_CONFIG
     with mock.patch.dict(os.environ, {"FLAMIA_GLUON_DKDV8": setting}):
-        st, pipe = H.dkdv8_setting()
+        st, schedule = H.dkdv8_setting()
     fp8 = torch.float8_e4m3fn
     descs = {"q_desc": H._rows_view(torch.empty(4096, hq, d, dtype=qk_dtype), m),
              "k_desc": H._rows_view(torch.empty(4096, hkv, d, dtype=qk_dtype), n),
@@ -123,7 +123,8 @@ def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.floa
              "qrow_desc": H._query_rows_view(torch.empty(hq, 4096, 4), m)}
     return _compile(H._attn_bwd_dkdv8_hopper_ws_kernel, (), (), (m, n, 4, st), d, hq, hkv,
                     drop=("BLOCK_N", ), descs=descs, aligned=("stride_skh", ),
-                    ptrs={"dk_ptr": "*bf16", "dv_ptr": "*bf16"}, PIPE=pipe,
+                    ptrs={"dk_ptr": "*bf16", "dv_ptr": "*bf16"}, PIPE=schedule == "pipe",
+                    PAIR=schedule == "pair",
                     CONSUMER_REGS=H.DKDV8_CONSUMER_REGS, PRODUCER_REGS=H.DKDV8_PRODUCER_REGS)
 
 
@@ -306,9 +307,11 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
             qk_dtype = torch.bfloat16 if recipe == "nvfp4_fp8" else fp8
             q8, k8 = q.to(qk_dtype), k.to(qk_dtype)
             qt8 = torch.zeros(hq, d, padded, dtype=qk_dtype)
-            run(f"fwd8 {recipe}", {}, lambda: H.attention_fwd8_hopper(
-                q8, k8, vt8, sq, skv, plan8.seg_start, plan8.order_fwd, 0.1, o, lse))
-            for setting in ("", "3,pipe"):
+            for mode in H.FWD8_MODES:
+                run(f"fwd8 {recipe} {mode}", {"FLAMIA_GLUON_FWD8": mode},
+                    lambda: H.attention_fwd8_hopper(q8, k8, vt8, sq, skv, plan8.seg_start,
+                                                    plan8.order_fwd, 0.1, o, lse))
+            for setting in ("", "3,pipe", "3,pair"):
                 run(f"dkdv8 {recipe} {setting or 'default'}", {"FLAMIA_GLUON_DKDV8": setting},
                     lambda: H.attention_dkdv8_hopper(q8, k8, v8, do8, qt8, dot8, qrow, skv,
                                                      plan8.seg_end, plan8.order_dkdv, 0.1,
@@ -357,7 +360,7 @@ def main(argv=None):
                          "nvfp4_fp8 mxfp8:pair")
     ap.add_argument("--dkdv8", nargs="*", default=[],
                     help="also the FP8 dK/dV kernel: recipe[:FLAMIA_GLUON_DKDV8], e.g. mxfp8 "
-                         "nvfp4_fp8 mxfp8:3,pipe")
+                         "nvfp4_fp8 mxfp8:3,pipe mxfp8:3,pair")
     ap.add_argument("--launchers", action="store_true",
                     help="instead: run each Gluon launcher on CPU tensors with its kernel recorded, "
                          "and compile exactly what it passes")

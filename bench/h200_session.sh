@@ -35,8 +35,8 @@
 #   order: the grouped launch order (FLAMIA_ORDER) vs LPT: GPU tests, quick benchmark, ncu bytes
 #   shortdocs: Nsight Compute on U(32, 1024) and one document, every kernel of flamia-bf16 and
 #            of cudnn-thd in one report (cuDNN's launch grid, registers, stalls) (~8 min)
-#   pair: written 2026-12-05 (sixth session, no GPU): the Gluon FP8 forward in pair steps
-#         (FLAMIA_GLUON_FWD8=pair): GPU tests, the forward alone, quick FP8 benchmark (~8 min)
+#   pair: written 2026-12-05 (sixth session, no GPU): the Gluon FP8 forward and dK/dV kernels in
+#         pair steps: GPU tests, each kernel alone, quick FP8 benchmark (~9 min)
 #   queue: written 2026-12-05 (sixth session, no GPU): the persistent kernels with a work queue:
 #          GPU tests, each kernel alone, quick benchmark (~8 min)
 # Next session, in this order: rows, pair, queue, then bench (the full grid) with what won.
@@ -334,20 +334,24 @@ persist)  # written 2026-12-05 (fourth session) without a GPU: the persistent Gl
     "flamia-bf16 (persistent fwd, dQ)" cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | tail -40
   ;;
-pair)  # written 2026-12-05 (sixth session) without a GPU: the Gluon FP8 forward in pair steps
-      # (FLAMIA_GLUON_FWD8=pair, two key tiles' softmax and quantization chains side by side):
-      # GPU tests (the triton FP8 forward's bits in both modes, probes), the forward alone
-      # against the triton and in-flight ones, a quick benchmark of the FP8 providers (~8 min)
-  FLAMIA_AUTOTUNE=0 step "gpu tests" 200 python -m pytest -q -p no:cacheprovider \
-    tests/test_kernels_hopper.py -k "gluon_fp8_forward or gluon_fp8_kernels_do_not_leak" \
-    > $OUT/gpu_tests.log 2>&1
+pair)  # written 2026-12-05 (sixth session) without a GPU: the Gluon FP8 forward and dK/dV
+      # kernels in pair steps (FLAMIA_GLUON_FWD8=pair, FLAMIA_GLUON_DKDV8=3,pair: two tiles'
+      # element-wise chains side by side): GPU tests (the triton FP8 kernels' bits in every
+      # mode, probes), each kernel alone against the triton and single-step ones, a quick
+      # benchmark of the FP8 providers (~9 min)
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 240 python -m pytest -q -p no:cacheprovider \
+    tests/test_kernels_hopper.py -k "gluon_fp8_forward or gluon_fp8_dkdv_is or \
+    gluon_fp8_kernels_do_not_leak" > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
-  FLAMIA_AUTOTUNE=8x3,4x3 step "fwd8 variants" 90 python -m bench.gluon_variants --kernel fwd8 \
+  FLAMIA_AUTOTUNE=8x3,4x3 step "fwd8 variants" 60 python -m bench.gluon_variants --kernel fwd8 \
     --configs mxfp8:inflight:pair > $OUT/fwd8_variants.txt 2>&1
   grep -vE "Warn|warn" $OUT/fwd8_variants.txt | tail -10
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 200 python -m bench.attention --quick --profile --dists \
+  FLAMIA_AUTOTUNE=8x3,4x3 step "dkdv8 variants" 90 python -m bench.gluon_variants --kernel \
+    dkdv8 --configs mxfp8:2:3,pair:2,pair > $OUT/dkdv8_variants.txt 2>&1
+  grep -vE "Warn|warn" $OUT/dkdv8_variants.txt | tail -10
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 170 python -m bench.attention --quick --profile --dists \
     u32_1024 lognormal_1k one_doc --providers flamia-bf16 flamia-mxfp8 \
-    "flamia-mxfp8 (Gluon dK/dV)" "flamia-mxfp8 (Gluon pair fwd)" cudnn-thd \
+    "flamia-mxfp8 (Gluon dK/dV)" "flamia-mxfp8 (Gluon pair steps)" cudnn-thd \
     --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | grep -v "^| ---" | tail -40
   ;;

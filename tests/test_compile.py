@@ -169,15 +169,22 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
     bf16-held NVFP4 values) and dV (2 FP8, 64 queries), the dS partition's (one loop: it masks
     nothing) dP^T (D / 32 FP8) and dK (2 FP8, or 4 BF16 for nvfp4_fp8). The in-flight schedule
     (FLAMIA_GLUON_DKDV8=3,pipe) adds pair 0's S^T and dP^T before the loops and the last dV and
-    dK after them; it spills nothing with the H200's triton 3.6 but 240 B with 3.9."""
+    dK after them; it spills nothing with the H200's triton 3.6 but 240 B with 3.9. The pair
+    schedule (3,pair): in both partitions, per range (three per query head), a pair step (two
+    tiles' MMAs) and a single step for an odd range's last tile; 16 B spilled with triton 3.6,
+    968 B with 3.9."""
     for d in (64, 128):
         out = _bench("bench.gluon_report", "--configs", "--dq", "--dkdv", "--dkdv8", "mxfp8",
-                     "nvfp4_fp8", "mxfp8:3,pipe", "--d", str(d)).stdout
+                     "nvfp4_fp8", "mxfp8:3,pipe", "mxfp8:3,pair", "nvfp4_fp8:3,pair",
+                     "--d", str(d)).stdout
         kernels = {k.split(": shared")[0]: k
                    for k in re.split(r"\ngluon ", "\n" + out.split("\n", 1)[1])[1:]}
         for recipe, hgmma, qgmma in (("mxfp8", 0, 3 * (d // 32 + 2) + d // 32 + 2),
                                      ("nvfp4_fp8", 3 * d // 16 + 4, 3 * 2 + d // 32),
-                                     ("mxfp8:3,pipe", 0, 6 * (d // 32 + 2))):
+                                     ("mxfp8:3,pipe", 0, 6 * (d // 32 + 2)),
+                                     ("mxfp8:3,pair", 0, 2 * 3 * 3 * (d // 32 + 2)),
+                                     ("nvfp4_fp8:3,pair", 3 * 3 * (d // 16 + 4),
+                                      3 * 3 * (2 + d // 32))):
             block = kernels[f"dkdv8 {recipe}"]
             assert int(re.search(r"shared (\d+) B", block).group(1)) <= 227 * 1024, out
             if d == 128:  # at D = 64 ptxas emits one step of a loop twice (20 FP8 MMAs, not 16)
@@ -185,8 +192,9 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
                     str(hgmma), str(qgmma)), out
             stored, loaded = map(int, re.search(r"spills (\d+) B stored / (\d+) B loaded",
                                                 block).groups())
-            # the in-flight schedule: none with triton 3.6 (the H200's), 240 B with 3.9
-            bound = 320 if "pipe" in recipe else 0
+            # the in-flight schedule: none with triton 3.6 (the H200's), 240 B with 3.9; pair
+            # steps: 16 B (mxfp8) and 224 B (nvfp4_fp8) with 3.6, 968 B with 3.9
+            bound = {"pipe": 320, "pair": 1024}.get(recipe.rpartition(",")[2], 0)
             assert stored <= bound and loaded <= bound, out
 
 
@@ -209,7 +217,9 @@ def test_gluon_launchers_compile_what_they_launch():
     FP8 dK/dV kernel (both recipes, default schedule) spills nothing as launched."""
     out = _bench("bench.gluon_report", "--launchers", "--tokens", "300").stdout
     launches = [line for line in out.splitlines() if line.startswith("launch ")]
-    assert len(launches) == 23, out  # one doc-tile dK/dV launch: doc tiles load lse2/delta
+    # one doc-tile dK/dV launch (doc tiles load lse2/delta); per FP8 recipe the forward in its
+    # three modes and the dK/dV kernel in its three schedules
+    assert len(launches) == 29, out
     for line in launches:
         if line.startswith("launch dkdv8") and line.split(":")[0].endswith("default"):
             assert "spills 0 B stored / 0 B loaded" in line, out

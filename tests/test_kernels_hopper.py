@@ -211,10 +211,12 @@ def test_gluon_dkdv8_setting_is_checked(monkeypatch):
     before anything is compiled."""
     from flamia.kernels import attention_hopper as H
     monkeypatch.delenv("FLAMIA_GLUON_DKDV8", raising=False)
-    assert H.dkdv8_setting() == (H.DKDV8_CONFIG[2], False) == (2, False)
+    assert H.dkdv8_setting() == (H.DKDV8_CONFIG[2], "wait") == (2, "wait")
     _check_setting(monkeypatch, "FLAMIA_GLUON_DKDV8", H.dkdv8_setting,
-                   (("3", (3, False)), ("2,pipe", (2, True)), ("3,pipe", (3, True))),
-                   ("1", "4", "2,0", "ws", "3,pipe,pipe", "pipe"),
+                   (("3", (3, "wait")), ("2,pipe", (2, "pipe")), ("3,pipe", (3, "pipe")),
+                    ("3,pair", (3, "pair")), ("2,pair", (2, "pair"))),
+                   ("1", "4", "2,0", "ws", "3,pipe,pipe", "pipe", "pair", "3,pipe,pair",
+                    "3,wait"),
                    "FLAMIA_GLUON_DKDV8=.*accepted: ring slots 2 or 3")
 
 
@@ -594,18 +596,20 @@ def test_gluon_fp8_dkdv_is_the_triton_fp8_dkdv(lengths, hq, hkv, d, recipe, pois
     triton FP8 dK/dV kernels' function on the same tiles: the same MMAs per tile, P'^T and
     dS'^T quantized per row of the same tiles, dK and dV updated as acc + X * scale in the same
     order (attention_hopper.DKDV8_CONFIG): the same bits as the split kernels (the default)
-    and as the fused one, with either schedule of its partitions (FLAMIA_GLUON_DKDV8=3,pipe:
-    in flight). Every element written (poisoned outputs)."""
+    and as the fused one, with every schedule of its partitions (FLAMIA_GLUON_DKDV8=3,pipe: in
+    flight; 3,pair and 2,pair: two query tiles per step, odd ranges and several query heads
+    per kv head in GPU_CASES). Every element written (poisoned outputs)."""
     grads = {}
-    for name, env in (("split", {"FLAMIA_DKDV_KERNEL": "triton"}),
+    gluon = [f"gluon {s}" for s in ("3,pipe", "3,pair", "2,pair")]
+    for name, env in [("split", {"FLAMIA_DKDV_KERNEL": "triton"}),
                       ("fused", {"FLAMIA_DKDV_KERNEL": "triton", "FLAMIA_FP8_DKDV": "fused"}),
-                      ("gluon", {"FLAMIA_DKDV_KERNEL": "gluon"}),
-                      ("gluon 3,pipe", {"FLAMIA_DKDV_KERNEL": "gluon",
-                                        "FLAMIA_GLUON_DKDV8": "3,pipe"})):
+                      ("gluon", {"FLAMIA_DKDV_KERNEL": "gluon"})] + [
+            (name, {"FLAMIA_DKDV_KERNEL": "gluon", "FLAMIA_GLUON_DKDV8": name.split()[1]})
+            for name in gluon]:
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         grads[name] = _fp8_gradients(lengths, hq, hkv, d, recipe)
-    for name in ("fused", "gluon", "gluon 3,pipe"):
+    for name in ["fused", "gluon"] + gluon:
         for t, a, b in zip("dQ dK dV".split(), grads[name], grads["split"]):
             assert torch.isfinite(a).all(), f"{name} {t}: non-finite (unwritten?) elements"
             rel = ((a.float() - b.float()).norm() / b.float().norm()).item()

@@ -2176,20 +2176,25 @@ DKDV8_PRODUCER_REGS = 24
 P_SLOTS = gl.constexpr(2)  # P^T tiles in flight between the partitions
 
 
-def dkdv8_setting() -> tuple[int, bool]:
-    """(ring slots, PIPE) of the FP8 dK/dV kernel: DKDV8_CONFIG's slots and PIPE off, or
-    FLAMIA_GLUON_DKDV8="S" / "S,pipe" (sweeps; S = 2 or 3: at D = 128 a slot holds four 8 KB
-    tiles, 48 KB with nvfp4_fp8's bf16 Q tiles, so 4 would not fit in shared memory; pipe: the
-    in-flight schedule of both partitions, _dkdv8_p_step and _dkdv8_ds_step, which release ring
-    slots a step later), read at every launch."""
+DKDV8_SCHEDULES = ("wait", "pipe", "pair")
+
+
+def dkdv8_setting() -> tuple[int, str]:
+    """(ring slots, schedule) of the FP8 dK/dV kernel: DKDV8_CONFIG's slots and "wait" (each
+    partition waits for its MMAs within the step), or FLAMIA_GLUON_DKDV8="S" / "S,pipe" /
+    "S,pair" (sweeps; S = 2 or 3: at D = 128 a slot holds four 8 KB tiles, 48 KB with
+    nvfp4_fp8's bf16 Q tiles, so 4 would not fit in shared memory; pipe: the in-flight schedule
+    of both partitions, _dkdv8_p_step and _dkdv8_ds_step, which release ring slots a step later;
+    pair: two query tiles per step in both partitions, _dkdv8_p_pair and _dkdv8_ds_pair), read
+    at every launch."""
     text = os.environ.get("FLAMIA_GLUON_DKDV8")
     if not text:
-        return DKDV8_CONFIG[2], False
+        return DKDV8_CONFIG[2], "wait"
     fields = text.split(",")
-    if fields[0] not in ("2", "3") or fields[1:] not in ([], ["pipe"]):
+    if fields[0] not in ("2", "3") or fields[1:] not in ([], ["pipe"], ["pair"]):
         raise ValueError(f"FLAMIA_GLUON_DKDV8={text!r}; accepted: ring slots 2 or 3, optionally "
-                         "followed by ,pipe (e.g. 3,pipe)")
-    return int(fields[0]), fields[1:] == ["pipe"]
+                         "followed by ,pipe or ,pair (e.g. 3,pipe)")
+    return int(fields[0]), (fields[1:] or ["wait"])[0]
 
 
 @gluon.jit
@@ -2226,15 +2231,27 @@ def _pair_start(a_smem, ring, bars, qrow_smem, r_bars, zero, i, STAGES: gl.const
     ring slot (S^T = K Q^T, dP^T = V dO^T), and the pair's per-query rows (_query_rows8, read
     while the MMA runs), once the slot's TMA loads have landed: (a @ tile^T, lse2, delta, sQ,
     sdO)."""
-    slot = i % STAGES
-    phase = (i // STAGES) & 1
-    mbarrier.wait(bars.index(slot), phase)
-    acc = warpgroup_mma(a_smem, ring.index(slot).permute((1, 0)), zero, use_acc=False,
-                        is_async=True)
-    mbarrier.wait(r_bars.index(slot), phase)
-    lse, delta, sq, sdo = _query_rows8(qrow_smem, slot, s_layout)
+    acc = _pair_issue(a_smem, ring, bars, zero, i, STAGES)
+    lse, delta, sq, sdo = _pair_rows(qrow_smem, r_bars, i, STAGES, s_layout)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
     return acc, lse, delta, sq, sdo
+
+
+@gluon.jit
+def _pair_issue(a_smem, ring, bars, zero, i, STAGES: gl.constexpr):
+    """a @ tile^T of pair i issued (asynchronous) once its ring slot's TMA loads have landed."""
+    slot = i % STAGES
+    mbarrier.wait(bars.index(slot), (i // STAGES) & 1)
+    return warpgroup_mma(a_smem, ring.index(slot).permute((1, 0)), zero, use_acc=False,
+                         is_async=True)
+
+
+@gluon.jit
+def _pair_rows(qrow_smem, r_bars, i, STAGES: gl.constexpr, s_layout: gl.constexpr):
+    """Pair i's per-query rows (_query_rows8) once they have landed: lse2, delta, sQ, sdO."""
+    slot = i % STAGES
+    mbarrier.wait(r_bars.index(slot), (i // STAGES) & 1)
+    return _query_rows8(qrow_smem, slot, s_layout)
 
 
 @gluon.jit
@@ -2271,10 +2288,27 @@ def _dkdv8_p_tile(st, lse, sq, sdo, c_k, pt_smem, p_ready, p_free, offs_n, seg_e
     """P^T of pair i (query tile m) from S^T (kernels.attention._dkdv_tile: exp2(S^T sQ c_K -
     lse2), masked), handed to the dS partition through shared memory, and P'^T = P^T sdO scaled
     for E4M3 per row (_quantize_p8; cast at its MMA) with its row scales."""
+    pt = _p_values(st, lse, sq, c_k, offs_n, seg_end_n, m, MASKED, BLOCK_M, s_layout)
+    _hand_pt(pt, pt_smem, p_ready, p_free, i)
+    return _quantize_p8(pt, sdo)
+
+
+@gluon.jit
+def _p_values(st, lse, sq, c_k, offs_n, seg_end_n, m, MASKED: gl.constexpr,
+              BLOCK_M: gl.constexpr, s_layout: gl.constexpr):
+    """P^T of query tile m from S^T (kernels.attention._dkdv_tile: exp2(S^T sQ c_K - lse2),
+    masked)."""
     # (S^T sQ) c_K - lse2: one FMA per element after the exact power-of-two sQ, as triton's.
     pt = gl.exp2(st * gl.expand_dims(sq, 0) * gl.expand_dims(c_k, 1) - gl.expand_dims(lse, 0))
     if MASKED:
         pt = _visible_t(pt, offs_n, seg_end_n, m, BLOCK_M, s_layout)
+    return pt
+
+
+@gluon.jit
+def _hand_pt(pt, pt_smem, p_ready, p_free, i):
+    """P^T of pair i to the dS partition: into slot i % P_SLOTS of pt_smem once that partition
+    has read what was there."""
     ps = i % P_SLOTS
     # A fresh mbarrier counts as having completed the phase before its first: the first
     # round's waits (parity 1) pass at once.
@@ -2282,7 +2316,6 @@ def _dkdv8_p_tile(st, lse, sq, sdo, c_k, pt_smem, p_ready, p_free, offs_n, seg_e
     pt_smem.index(ps).store(pt)
     cta_barrier()  # this partition's warps only (a named barrier): all of P^T is stored
     mbarrier.arrive(p_ready.index(ps))
-    return _quantize_p8(pt, sdo)
 
 
 @gluon.jit
@@ -2326,11 +2359,23 @@ def _dkdv8_ds_tile(dpt, delta, sq, sdo, sv, pt_smem, p_ready, p_free, i,
                    s_layout: gl.constexpr):
     """dS'^T of pair i from dP^T and the P partition's P^T: dS^T = P^T (dP^T sdO sV - delta),
     times sQ, scaled for E4M3 per row, with its row scales (cast at its MMA, _ds8_operand)."""
+    return _ds_values(_take_pt(pt_smem, p_ready, p_free, i, s_layout), dpt, delta, sq, sdo, sv)
+
+
+@gluon.jit
+def _take_pt(pt_smem, p_ready, p_free, i, s_layout: gl.constexpr):
+    """P^T of pair i from the P partition (_hand_pt); its slot released."""
     ps = i % P_SLOTS
     mbarrier.wait(p_ready.index(ps), (i // P_SLOTS) & 1)
     pt = pt_smem.index(ps).load(s_layout)
     cta_barrier()  # every warp of this partition has read P^T
     mbarrier.arrive(p_free.index(ps))
+    return pt
+
+
+@gluon.jit
+def _ds_values(pt, dpt, delta, sq, sdo, sv):
+    """dS'^T = P^T (dP^T sdO sV - delta) sQ scaled for E4M3 per row, with its row scales."""
     # (dP^T sdO) sV - delta: one FMA per element after the exact power-of-two sdO, as triton's.
     dst = pt * (dpt * gl.expand_dims(sdo, 0) * gl.expand_dims(sv, 1) - gl.expand_dims(delta, 0))
     dsf = dst * gl.expand_dims(sq, 0)
@@ -2385,16 +2430,129 @@ def _dkdv8_ds_step(dk, dsq, ds_scale, v_smem, do_smem, qt_smem, do_bars, qdo_emp
     return dk, dsq, gl.convert_layout(scale, rows)
 
 
+# The pair schedule (FLAMIA_GLUON_DKDV8=S,pair): each partition runs two query tiles per step,
+# as the FP8 forward's pair steps do (_fwd8_pair): both first MMAs issued together, the two
+# tiles' element-wise chains (exponentials, P^T's hand-off, the row maxima and scaling of P'^T
+# or dS'^T) side by side, then both last MMAs from zero accumulators, added in pair order. Both
+# partitions pair the same tiles (each query head's masked, unmasked, masked ranges, an odd
+# range's last tile alone), so a step waits only for the other partition's previous steps: no
+# deadlock with 2 ring slots or 2 P^T slots. Per tile the same operations in the same order:
+# the same bits (GPU test).
+@gluon.jit
+def _dkdv8_p_pair(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
+                  qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, i,
+                  MASKED: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+                  s_layout: gl.constexpr, dv_layout: gl.constexpr, op_layout: gl.constexpr):
+    """Pairs i and i + 1 (query tiles m and m + 1) of the P partition in one step."""
+    st_a = _pair_issue(k_smem, q_smem, q_bars, s_zero, i, STAGES)
+    st_b = _pair_issue(k_smem, q_smem, q_bars, s_zero, i + 1, STAGES)
+    lse_a, _, sq_a, sdo_a = _pair_rows(qrow_smem, r_bars, i, STAGES, s_layout)
+    lse_b, _, sq_b, sdo_b = _pair_rows(qrow_smem, r_bars, i + 1, STAGES, s_layout)
+    st_a, st_b = warpgroup_mma_wait(num_outstanding=0, deps=(st_a, st_b))
+    pt_a = _p_values(st_a, lse_a, sq_a, c_k, offs_n, seg_end_n, m, MASKED, BLOCK_M, s_layout)
+    pt_b = _p_values(st_b, lse_b, sq_b, c_k, offs_n, seg_end_n, m + 1, MASKED, BLOCK_M,
+                     s_layout)
+    _hand_pt(pt_a, pt_smem, p_ready, p_free, i)
+    _hand_pt(pt_b, pt_smem, p_ready, p_free, i + 1)
+    pq_a, scale_a = _quantize_p8(pt_a, sdo_a)
+    pq_b, scale_b = _quantize_p8(pt_b, sdo_b)
+    x_a = warpgroup_mma(_p8_operand(pq_a, op_layout), dot_smem.index(i % STAGES).permute((1, 0)),
+                        dv_zero, use_acc=False, is_async=True)
+    x_b = warpgroup_mma(_p8_operand(pq_b, op_layout),
+                        dot_smem.index((i + 1) % STAGES).permute((1, 0)), dv_zero, use_acc=False,
+                        is_async=True)
+    return _pair_done(dv, x_a, x_b, scale_a, scale_b, qdo_empty, i, STAGES, dv_layout)
+
+
+@gluon.jit
+def _pair_done(acc, x_a, x_b, scale_a, scale_b, qdo_empty, i, STAGES: gl.constexpr,
+               layout: gl.constexpr):
+    """(acc + X_a * scale_a) + X_b * scale_b once both MMAs (from zero accumulators) are done,
+    as _mma_done twice; ring slots of pairs i and i + 1 released."""
+    x_a, x_b = warpgroup_mma_wait(num_outstanding=0, deps=(x_a, x_b))
+    mbarrier.arrive(qdo_empty.index(i % STAGES))
+    mbarrier.arrive(qdo_empty.index((i + 1) % STAGES))
+    rows: gl.constexpr = gl.SliceLayout(1, layout)
+    acc = acc + x_a * gl.expand_dims(gl.convert_layout(scale_a, rows), 1)
+    return acc + x_b * gl.expand_dims(gl.convert_layout(scale_b, rows), 1)
+
+
+@gluon.jit
+def _dkdv8_ds_pair(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem, p_ready, p_free,
+                   qrow_smem, r_bars, sv, s_zero, dk_zero, i, STAGES: gl.constexpr,
+                   s_layout: gl.constexpr, dk_layout: gl.constexpr, op_layout: gl.constexpr,
+                   QK_BF16: gl.constexpr):
+    """Pairs i and i + 1 of the dS partition in one step."""
+    dpt_a = _pair_issue(v_smem, do_smem, do_bars, s_zero, i, STAGES)
+    dpt_b = _pair_issue(v_smem, do_smem, do_bars, s_zero, i + 1, STAGES)
+    _, delta_a, sq_a, sdo_a = _pair_rows(qrow_smem, r_bars, i, STAGES, s_layout)
+    dpt_a, dpt_b = warpgroup_mma_wait(num_outstanding=0, deps=(dpt_a, dpt_b))
+    dsq_a, scale_a = _ds_values(_take_pt(pt_smem, p_ready, p_free, i, s_layout), dpt_a, delta_a,
+                                sq_a, sdo_a, sv)
+    # dK's MMA of pair i runs while dS'^T of pair i + 1 is made, and is waited for before the
+    # next one is issued, and pair i + 1's per-query rows (16 registers per field) are read
+    # only then: with both MMA results, dK, both tiles and both pairs' rows live at once this
+    # partition spilled 37 registers per step (triton 3.6).
+    rows: gl.constexpr = gl.SliceLayout(1, dk_layout)
+    x = warpgroup_mma(_ds8_operand(dsq_a, op_layout, QK_BF16),
+                      qt_smem.index(i % STAGES).permute((1, 0)), dk_zero, use_acc=False,
+                      is_async=True)
+    _, delta_b, sq_b, sdo_b = _pair_rows(qrow_smem, r_bars, i + 1, STAGES, s_layout)
+    dsq_b, scale_b = _ds_values(_take_pt(pt_smem, p_ready, p_free, i + 1, s_layout), dpt_b,
+                                delta_b, sq_b, sdo_b, sv)
+    dk = _mma_done(dk, x, gl.convert_layout(scale_a, rows), qdo_empty, i % STAGES)
+    return _dkdv8_ds_mma(dk, dsq_b, gl.convert_layout(scale_b, rows), qt_smem, qdo_empty,
+                         (i + 1) % STAGES, dk_zero, op_layout, QK_BF16)
+
+
+@gluon.jit
+def _dkdv8_p_range(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
+                   qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero, start, end, base,
+                   MASKED: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+                   s_layout: gl.constexpr, dv_layout: gl.constexpr, op_layout: gl.constexpr):
+    """The P partition's query tiles start .. end - 1 (pair base + m) in pair steps, the last
+    one alone if their count is odd."""
+    for m in range(start, end - 1, 2):
+        dv = _dkdv8_p_pair(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
+                           p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero, m,
+                           base + m, MASKED, BLOCK_M, STAGES, s_layout, dv_layout, op_layout)
+    if (end - start) % 2 == 1:
+        dv, _, _ = _dkdv8_p_step(dv, s_zero, c_k, k_smem, q_smem, dot_smem, q_bars, qdo_empty,
+                                 pt_smem, p_ready, p_free, qrow_smem, r_bars, c_k, offs_n,
+                                 seg_end_n, s_zero, dv_zero, end - 1, base + end - 1, MASKED,
+                                 BLOCK_M, STAGES, False, s_layout, dv_layout, op_layout)
+    return dv
+
+
+@gluon.jit
+def _dkdv8_ds_range(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem, p_ready, p_free,
+                    qrow_smem, r_bars, sv, s_zero, dk_zero, start, end, STAGES: gl.constexpr,
+                    s_layout: gl.constexpr, dk_layout: gl.constexpr, op_layout: gl.constexpr,
+                    QK_BF16: gl.constexpr):
+    """The dS partition's pairs start .. end - 1 in pair steps, paired as _dkdv8_p_range pairs
+    them (the last one alone if their count is odd)."""
+    for i in range(start, end - 1, 2):
+        dk = _dkdv8_ds_pair(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem, p_ready,
+                            p_free, qrow_smem, r_bars, sv, s_zero, dk_zero, i, STAGES, s_layout,
+                            dk_layout, op_layout, QK_BF16)
+    if (end - start) % 2 == 1:
+        dk, _, _ = _dkdv8_ds_step(dk, s_zero, sv, v_smem, do_smem, qt_smem, do_bars, qdo_empty,
+                                  pt_smem, p_ready, p_free, qrow_smem, r_bars, sv, s_zero,
+                                  dk_zero, end - 1, STAGES, False, s_layout, dk_layout,
+                                  op_layout, QK_BF16)
+    return dk
+
+
 @gluon.jit
 def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
                   qrow_smem, r_bars, dv_ptr, skv_ptr, seg_end_ptr, total, qk_scale, kv_col,
                   start_n, lo, full_lo, full_hi, hi, nq, HEAD_DIM: gl.constexpr,
                   H_KV: gl.constexpr, G: gl.constexpr, BLOCK_M: gl.constexpr,
                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr,
-                  PIPE: gl.constexpr):
+                  PIPE: gl.constexpr, PAIR: gl.constexpr = False):
     """The P partition (see DKDV8_CONFIG): dV of keys start_n .. start_n + 63 over the
     (query head, query tile) pairs of the ring. QK_K: the K step of S^T's MMA (32 for E4M3 Q and
-    K, 16 for nvfp4_fp8's bf16-held values). PIPE: see _dkdv8_p_step."""
+    K, 16 for nvfp4_fp8's bf16-held values). PIPE: see _dkdv8_p_step; PAIR: _dkdv8_p_pair."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, QK_K])
     dv_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -2408,8 +2566,39 @@ def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, 
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dv_layout)
     s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=s_layout)
     dv_zero = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dv_layout)
-    rows: gl.constexpr = gl.SliceLayout(1, dv_layout)
     mbarrier.wait(kv_bar, 0)
+    if PAIR:
+        for g in range(G):
+            base = g * nq - lo  # pair index of (g, m) is base + m
+            dv = _dkdv8_p_range(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem,
+                                p_ready, p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n,
+                                s_zero, dv_zero, lo, full_lo, base, True, BLOCK_M, STAGES,
+                                s_layout, dv_layout, op_layout)
+            dv = _dkdv8_p_range(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem,
+                                p_ready, p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n,
+                                s_zero, dv_zero, full_lo, full_hi, base, False, BLOCK_M, STAGES,
+                                s_layout, dv_layout, op_layout)
+            dv = _dkdv8_p_range(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem,
+                                p_ready, p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n,
+                                s_zero, dv_zero, full_hi, hi, base, True, BLOCK_M, STAGES,
+                                s_layout, dv_layout, op_layout)
+        _store_rows_masked(dv, dv_ptr, start_n, kv_col, total, H_KV * HEAD_DIM, dv_layout)
+    else:
+        _dkdv8_p_loops(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
+                       qrow_smem, r_bars, dv_ptr, c_k, offs_n, seg_end_n, s_zero, dv_zero, total,
+                       kv_col, start_n, lo, full_lo, full_hi, hi, nq, HEAD_DIM, H_KV, G,
+                       BLOCK_M, BLOCK_N, STAGES, PIPE, s_layout, dv_layout, op_layout)
+
+
+@gluon.jit
+def _dkdv8_p_loops(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
+                   qrow_smem, r_bars, dv_ptr, c_k, offs_n, seg_end_n, s_zero, dv_zero, total,
+                   kv_col, start_n, lo, full_lo, full_hi, hi, nq, HEAD_DIM: gl.constexpr,
+                   H_KV: gl.constexpr, G: gl.constexpr, BLOCK_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, PIPE: gl.constexpr,
+                   s_layout: gl.constexpr, dv_layout: gl.constexpr, op_layout: gl.constexpr):
+    """The P partition's steps one pair at a time (waited, or PIPE: in flight), then dV out."""
+    rows: gl.constexpr = gl.SliceLayout(1, dv_layout)
     if PIPE:  # pair 0 (tile lo of the first query head) without its dV MMA (masked: harmless)
         st, lse, _, sq, sdo = _pair_start(k_smem, q_smem, q_bars, qrow_smem, r_bars, s_zero, 0,
                                           STAGES, s_layout)
@@ -2449,10 +2638,12 @@ def _dkdv8_ds_rows(v_smem, kv_bar, do_smem, qt_smem, do_bars, qdo_empty, pt_smem
                    p_free, qrow_smem, r_bars, dk_ptr, skv_ptr, total, sm_scale, kv_col, start_n,
                    count, HEAD_DIM: gl.constexpr, H_KV: gl.constexpr, BLOCK_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr,
-                   PIPE: gl.constexpr):
+                   PIPE: gl.constexpr, PAIR: gl.constexpr = False, G: gl.constexpr = 1,
+                   lo=0, full_lo=0, full_hi=0, hi=0):
     """The dS partition (see DKDV8_CONFIG): dK of keys start_n .. start_n + 63 over the ``count``
     pairs of the ring (one loop: no masking here), scaled by the softmax scale at the end as the
-    triton kernel does. PIPE: see _dkdv8_ds_step."""
+    triton kernel does. PIPE: see _dkdv8_ds_step. PAIR: _dkdv8_ds_pair, on the P partition's
+    pairs (G query heads, each with its ranges lo .. full_lo .. full_hi .. hi)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 32])
     dk_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -2467,23 +2658,39 @@ def _dkdv8_ds_rows(v_smem, kv_bar, do_smem, qt_smem, do_bars, qdo_empty, pt_smem
     QK_BF16: gl.constexpr = QK_K == 16
     rows: gl.constexpr = gl.SliceLayout(1, dk_layout)
     mbarrier.wait(kv_bar, 0)
-    if PIPE:  # pair 0 without its dK MMA, which runs in the next step (or after the loop)
-        dpt, _, delta, sq, sdo = _pair_start(v_smem, do_smem, do_bars, qrow_smem, r_bars, s_zero,
-                                             0, STAGES, s_layout)
-        dsq, scale = _dkdv8_ds_tile(dpt, delta, sq, sdo, sv, pt_smem, p_ready, p_free, 0,
-                                    s_layout)
-        ds_scale = gl.convert_layout(scale, rows)
-    else:  # nothing is carried from step to step (the loop drops what it carries unused)
-        dsq = s_zero
-        ds_scale = gl.zeros([BLOCK_N], gl.float32, layout=rows)
-    for i in range(1 if PIPE else 0, count):
-        dk, dsq, ds_scale = _dkdv8_ds_step(dk, dsq, ds_scale, v_smem, do_smem, qt_smem, do_bars,
-                                           qdo_empty, pt_smem, p_ready, p_free, qrow_smem,
-                                           r_bars, sv, s_zero, dk_zero, i, STAGES, PIPE,
-                                           s_layout, dk_layout, op_layout, QK_BF16)
-    if PIPE:
-        dk = _dkdv8_ds_mma(dk, dsq, ds_scale, qt_smem, qdo_empty, (count - 1) % STAGES, dk_zero,
-                           op_layout, QK_BF16)
+    if PAIR:
+        for g in range(G):
+            base = g * (hi - lo) - lo  # pair index of (g, m) is base + m, as in the P partition
+            dk = _dkdv8_ds_range(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem,
+                                 p_ready, p_free, qrow_smem, r_bars, sv, s_zero, dk_zero,
+                                 base + lo, base + full_lo, STAGES, s_layout, dk_layout,
+                                 op_layout, QK_BF16)
+            dk = _dkdv8_ds_range(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem,
+                                 p_ready, p_free, qrow_smem, r_bars, sv, s_zero, dk_zero,
+                                 base + full_lo, base + full_hi, STAGES, s_layout, dk_layout,
+                                 op_layout, QK_BF16)
+            dk = _dkdv8_ds_range(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem,
+                                 p_ready, p_free, qrow_smem, r_bars, sv, s_zero, dk_zero,
+                                 base + full_hi, base + hi, STAGES, s_layout, dk_layout,
+                                 op_layout, QK_BF16)
+    else:
+        if PIPE:  # pair 0 without its dK MMA, which runs in the next step (or after the loop)
+            dpt, _, delta, sq, sdo = _pair_start(v_smem, do_smem, do_bars, qrow_smem, r_bars,
+                                                 s_zero, 0, STAGES, s_layout)
+            dsq, scale = _dkdv8_ds_tile(dpt, delta, sq, sdo, sv, pt_smem, p_ready, p_free, 0,
+                                        s_layout)
+            ds_scale = gl.convert_layout(scale, rows)
+        else:  # nothing is carried from step to step (the loop drops what it carries unused)
+            dsq = s_zero
+            ds_scale = gl.zeros([BLOCK_N], gl.float32, layout=rows)
+        for i in range(1 if PIPE else 0, count):
+            dk, dsq, ds_scale = _dkdv8_ds_step(dk, dsq, ds_scale, v_smem, do_smem, qt_smem,
+                                               do_bars, qdo_empty, pt_smem, p_ready, p_free,
+                                               qrow_smem, r_bars, sv, s_zero, dk_zero, i, STAGES,
+                                               PIPE, s_layout, dk_layout, op_layout, QK_BF16)
+        if PIPE:
+            dk = _dkdv8_ds_mma(dk, dsq, ds_scale, qt_smem, qdo_empty, (count - 1) % STAGES,
+                               dk_zero, op_layout, QK_BF16)
     _store_rows_masked(dk * sm_scale, dk_ptr, start_n, kv_col, total, H_KV * HEAD_DIM,
                        dk_layout)
 
@@ -2535,7 +2742,7 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
     seg_end_ptr, order_ptr, stride_skh, total, c, sm_scale, H_Q: gl.constexpr,
     H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
     PIPE: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-    num_warps: gl.constexpr,
+    num_warps: gl.constexpr, PAIR: gl.constexpr = False,
 ):
     """dK = sm_scale * sum of dS'^T Q, dV = sum of P'^T dO over the query tiles (of every query
     head of the GQA group) that see this key tile: kernels.attention._attn_bwd_dkdv_kernel's FP8
@@ -2575,11 +2782,11 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
         (_dkdv8_p_rows, (k_smem, kv_bar.index(0), q_smem, dot_smem, q_bars, qdo_empty, pt_smem,
                          p_ready, p_free, qrow_smem, r_bars, dv_ptr, skv_ptr, seg_end_ptr, total,
                          c, kv_col, start_n, lo, full_lo, full_hi, hi, nq, HEAD_DIM, H_KV,
-                         H_Q // H_KV, BLOCK_M, BLOCK_N, STAGES, QK_K, PIPE)),
+                         H_Q // H_KV, BLOCK_M, BLOCK_N, STAGES, QK_K, PIPE, PAIR)),
         (_dkdv8_ds_rows, (v_smem, kv_bar.index(0), do_smem, qt_smem, do_bars, qdo_empty,
                           pt_smem, p_ready, p_free, qrow_smem, r_bars, dk_ptr, skv_ptr, total,
                           sm_scale, kv_col, start_n, count, HEAD_DIM, H_KV, BLOCK_M, BLOCK_N,
-                          STAGES, QK_K, PIPE)),
+                          STAGES, QK_K, PIPE, PAIR, H_Q // H_KV, lo, full_lo, full_hi, hi)),
         (_dkdv8_producer, (k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc, qrow_desc, k_smem,
                            v_smem, kv_bar.index(0), q_smem, do_smem, qt_smem, dot_smem,
                            qrow_smem, q_bars, do_bars, r_bars, qdo_empty, start_n, kv_col, count,
@@ -2889,12 +3096,13 @@ def attention_dkdv8_hopper(q8, k8, v8, do8, qt, dot, qrow, skv, seg_end, order_d
     assert qrow.shape == (hq, total, 4) and qrow.is_contiguous(), "qrow: contiguous [Hq, T, 4]"
     assert skv.shape == (hkv, total, 2) and skv.is_contiguous(), "skv: contiguous [Hkv, T, 2]"
     block_m, block_n, _ = DKDV8_CONFIG
-    stages, pipe = dkdv8_setting()
+    stages, schedule = dkdv8_setting()
     _attn_bwd_dkdv8_hopper_ws_kernel[(hkv, order_dkdv.numel())](
         _rows_view(q8, block_m), _rows_view(k8, block_n), _rows_view(v8, block_n),
         _rows_view(do8, block_m), _token_major_view(qt, block_m), _token_major_view(dot, block_m),
         _query_rows_view(qrow, block_m), dk, dv, skv, seg_end, order_dkdv, skv.stride(0), total,
         softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=block_m,
-        STAGES=stages, PIPE=pipe, CONSUMER_REGS=DKDV8_CONSUMER_REGS,
+        STAGES=stages, PIPE=schedule == "pipe", PAIR=schedule == "pair",
+        CONSUMER_REGS=DKDV8_CONSUMER_REGS,
         PRODUCER_REGS=DKDV8_PRODUCER_REGS, num_warps=4)
     return dk, dv
