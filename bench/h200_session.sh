@@ -39,7 +39,9 @@
 #         pair steps: GPU tests, each kernel alone, quick FP8 benchmark (~9 min)
 #   queue: written 2026-12-05 (sixth session, no GPU): the persistent kernels with a work queue:
 #          GPU tests, each kernel alone, quick benchmark (~8 min)
-# Next session, in this order: rows, pair, queue, then bench (the full grid) with what won.
+#   gputests: the whole GPU tier, four pytest processes side by side (~9 min)
+# Next session, in this order: rows, pair, queue, then gputests and bench (the full grid) with
+# what won made the default.
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
@@ -390,6 +392,27 @@ rows)  # written 2026-12-05 (fifth session) without a GPU: the forward and dQ ke
       # against the default (~8 min)
   gluon_variants "(forward_is_the_plain and ws_rows) or warp_specialized_dq or do_not_leak" \
     ws_rows ws_rows "flamia-bf16 (dQ own rows)" "flamia-bf16 (own rows)"
+  ;;
+gputests)  # the whole GPU tier in one call: four pytest processes side by side on the one GPU
+          # (compiling kernels is most of their time, and the machine has 16 cores), each with
+          # its own log; one process for all of them ran out of a call's time on 2026-12-05
+  tier() {
+    local name=$1
+    shift
+    FLAMIA_AUTOTUNE=0 timeout 520 python -m pytest -q -p no:cacheprovider "$@" \
+      > $OUT/gpu_tests_$name.log 2>&1
+    echo "$name rc=$?" >> $OUT/gpu_tests_rc.txt
+  }
+  tier hopper_fp8 tests/test_kernels_hopper.py -k fp8 &
+  tier hopper tests/test_kernels_hopper.py -k "not fp8" &
+  tier fp8 tests/test_kernels_fp8.py &
+  tier triton_api tests/test_kernels.py tests/test_api.py &
+  wait
+  for log in $OUT/gpu_tests_*.log; do
+    echo "== $log"
+    grep -E "passed|failed|FAILED|Error" $log | tail -8
+  done
+  cat $OUT/gpu_tests_rc.txt
   ;;
 bench)  # the full grid with the accuracy table and autotune picks (~5 min), then the GPU tests of
         # the triton kernels and the API (the Gluon kernels' own: phase ws / dkdvws / dqws)
