@@ -183,7 +183,8 @@ def main(argv=None):
         for kernel, (tile_wide, own) in rows["warpgroups"].items():
             print(f"| {dist} | {kernel} | {tile_wide} | {own} | {1 - own / tile_wide:.1%} |")
     print("\n# persistent forward, 16 heads, 132 programs: forward steps of the longest program "
-          "over the mean, work items dealt in snake order (until 2026-12-05) or taken from a queue (since)")
+          "over the mean, work items dealt in snake order (until 2026-12-05) or taken from a "
+          "queue (since)")
     print("| workload | launch order | snake | queue |")
     print("|---|---|---:|---:|")
     for dist, rows in models.items():

@@ -2582,54 +2582,39 @@ def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, 
                                 p_ready, p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n,
                                 s_zero, dv_zero, full_hi, hi, base, True, BLOCK_M, STAGES,
                                 s_layout, dv_layout, op_layout)
-        _store_rows_masked(dv, dv_ptr, start_n, kv_col, total, H_KV * HEAD_DIM, dv_layout)
     else:
-        _dkdv8_p_loops(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
-                       qrow_smem, r_bars, dv_ptr, c_k, offs_n, seg_end_n, s_zero, dv_zero, total,
-                       kv_col, start_n, lo, full_lo, full_hi, hi, nq, HEAD_DIM, H_KV, G,
-                       BLOCK_M, BLOCK_N, STAGES, PIPE, s_layout, dv_layout, op_layout)
-
-
-@gluon.jit
-def _dkdv8_p_loops(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
-                   qrow_smem, r_bars, dv_ptr, c_k, offs_n, seg_end_n, s_zero, dv_zero, total,
-                   kv_col, start_n, lo, full_lo, full_hi, hi, nq, HEAD_DIM: gl.constexpr,
-                   H_KV: gl.constexpr, G: gl.constexpr, BLOCK_M: gl.constexpr,
-                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, PIPE: gl.constexpr,
-                   s_layout: gl.constexpr, dv_layout: gl.constexpr, op_layout: gl.constexpr):
-    """The P partition's steps one pair at a time (waited, or PIPE: in flight), then dV out."""
-    rows: gl.constexpr = gl.SliceLayout(1, dv_layout)
-    if PIPE:  # pair 0 (tile lo of the first query head) without its dV MMA (masked: harmless)
-        st, lse, _, sq, sdo = _pair_start(k_smem, q_smem, q_bars, qrow_smem, r_bars, s_zero, 0,
-                                          STAGES, s_layout)
-        pq, scale = _dkdv8_p_tile(st, lse, sq, sdo, c_k, pt_smem, p_ready, p_free, offs_n,
-                                  seg_end_n, lo, 0, True, BLOCK_M, s_layout)
-        p_scale = gl.convert_layout(scale, rows)
-    else:  # nothing is carried from step to step (the loops drop what they carry unused)
-        pq = s_zero
-        p_scale = gl.zeros([BLOCK_N], gl.float32, layout=rows)
-    for g in range(G):  # the query heads reading this kv head: no atomics
-        base = g * nq - lo  # pair index of (g, m) is base + m
-        first = lo + (g == 0).to(gl.int32) if PIPE else lo
-        # Three loops, no branch inside a step (see _fwd_step).
-        for m in range(first, full_lo):
-            dv, pq, p_scale = _dkdv8_p_step(
-                dv, pq, p_scale, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
-                p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, base + m,
-                True, BLOCK_M, STAGES, PIPE, s_layout, dv_layout, op_layout)
-        for m in range(gl.maximum(first, full_lo), full_hi):
-            dv, pq, p_scale = _dkdv8_p_step(
-                dv, pq, p_scale, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
-                p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, base + m,
-                False, BLOCK_M, STAGES, PIPE, s_layout, dv_layout, op_layout)
-        for m in range(gl.maximum(first, full_hi), hi):
-            dv, pq, p_scale = _dkdv8_p_step(
-                dv, pq, p_scale, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready,
-                p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, base + m,
-                True, BLOCK_M, STAGES, PIPE, s_layout, dv_layout, op_layout)
-    if PIPE:
-        dv = _dkdv8_p_mma(dv, pq, p_scale, dot_smem, qdo_empty, (G * nq - 1) % STAGES, dv_zero,
-                          op_layout)
+        rows: gl.constexpr = gl.SliceLayout(1, dv_layout)
+        if PIPE:  # pair 0 (tile lo of the first query head) without its dV MMA (masked)
+            st, lse, _, sq, sdo = _pair_start(k_smem, q_smem, q_bars, qrow_smem, r_bars, s_zero,
+                                              0, STAGES, s_layout)
+            pq, scale = _dkdv8_p_tile(st, lse, sq, sdo, c_k, pt_smem, p_ready, p_free, offs_n,
+                                      seg_end_n, lo, 0, True, BLOCK_M, s_layout)
+            p_scale = gl.convert_layout(scale, rows)
+        else:  # nothing is carried from step to step (the loops drop what they carry unused)
+            pq = s_zero
+            p_scale = gl.zeros([BLOCK_N], gl.float32, layout=rows)
+        for g in range(G):  # the query heads reading this kv head: no atomics
+            base = g * nq - lo  # pair index of (g, m) is base + m
+            first = lo + (g == 0).to(gl.int32) if PIPE else lo
+            # Three loops, no branch inside a step (see _fwd_step).
+            for m in range(first, full_lo):
+                dv, pq, p_scale = _dkdv8_p_step(
+                    dv, pq, p_scale, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem,
+                    p_ready, p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero,
+                    m, base + m, True, BLOCK_M, STAGES, PIPE, s_layout, dv_layout, op_layout)
+            for m in range(gl.maximum(first, full_lo), full_hi):
+                dv, pq, p_scale = _dkdv8_p_step(
+                    dv, pq, p_scale, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem,
+                    p_ready, p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero,
+                    m, base + m, False, BLOCK_M, STAGES, PIPE, s_layout, dv_layout, op_layout)
+            for m in range(gl.maximum(first, full_hi), hi):
+                dv, pq, p_scale = _dkdv8_p_step(
+                    dv, pq, p_scale, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem,
+                    p_ready, p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero,
+                    m, base + m, True, BLOCK_M, STAGES, PIPE, s_layout, dv_layout, op_layout)
+        if PIPE:
+            dv = _dkdv8_p_mma(dv, pq, p_scale, dot_smem, qdo_empty, (G * nq - 1) % STAGES,
+                              dv_zero, op_layout)
     _store_rows_masked(dv, dv_ptr, start_n, kv_col, total, H_KV * HEAD_DIM, dv_layout)
 
 
