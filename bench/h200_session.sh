@@ -40,8 +40,9 @@
 #   queue: written 2026-12-05 (sixth session, no GPU): the persistent kernels with a work queue:
 #          GPU tests, each kernel alone, quick benchmark (~8 min)
 #   gputests: the whole GPU tier, four pytest processes side by side (~9 min)
-# Next session, in this order: rows, pair, queue, then gputests and bench (the full grid) with
-# what won made the default.
+#   next: the GPU tests of rows, queue and pair, and one quick benchmark of all their providers
+# Next session, in this order: next (one call decides), then the phases of what won (rows,
+# queue, pair: each kernel alone), gputests, and bench (the full grid) with it the default.
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
@@ -335,6 +336,21 @@ persist)  # written 2026-12-05 (fourth session) without a GPU: the persistent Gl
     u32_1024 lognormal_1k one_doc --providers flamia-bf16 "flamia-bf16 (persistent fwd)" \
     "flamia-bf16 (persistent fwd, dQ)" cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | tail -40
+  ;;
+next)  # written 2026-12-05 (sixth session): the decision run for everything written without a
+      # GPU since (own rows, work queue, pair steps) in one call: their GPU tests, then one quick
+      # benchmark process with all their providers and the defaults (~9 min); the phases rows,
+      # queue and pair add each kernel alone
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 280 python -m pytest -q -p no:cacheprovider \
+    tests/test_kernels_hopper.py -k "(forward_is_the_plain and (ws_rows or persistent)) or \
+    warp_specialized_dq or gluon_fp8_forward or gluon_fp8_dkdv_is or do_not_leak" \
+    > $OUT/gpu_tests.log 2>&1
+  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 280 python -m bench.attention --quick --profile --dists \
+    u32_1024 lognormal_1k one_doc --providers flamia-bf16 "flamia-bf16 (own rows)" \
+    "flamia-bf16 (persistent fwd, dQ)" flamia-mxfp8 "flamia-mxfp8 (Gluon dK/dV)" \
+    "flamia-mxfp8 (Gluon pair steps)" cudnn-thd --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | grep -v "^| ---" | tail -50
   ;;
 pair)  # written 2026-12-05 (sixth session) without a GPU: the Gluon FP8 forward and dK/dV
       # kernels in pair steps (FLAMIA_GLUON_FWD8=pair, FLAMIA_GLUON_DKDV8=3,pair: two tiles'
