@@ -331,6 +331,28 @@ def sass_lines(cubin: bytes) -> list[str]:
     return [line for line in out.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/", line)]
 
 
+def print_step_loops(lines: list[str]) -> None:
+    """The SASS of each pipelined step loop: a backward branch whose body issues MMAs and holds
+    no other such loop (the mbarrier wait loops inside it issue none; the loops over query heads
+    or ranges that hold step loops are left out). Per loop: instructions per warp, MMAs,
+    exponentials, spill stores / loads."""
+    code = [(int(a, 16), t.strip()) for a, t in
+            (re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+([^;]*);", line).groups() for line in lines)]
+    spans = []
+    for addr, text in code:
+        target = re.search(r"BRA (0x[0-9a-f]+)", text)
+        if target and int(target.group(1), 16) < addr:
+            body = [t for a, t in code if int(target.group(1), 16) <= a <= addr]
+            if any("GMMA" in t for t in body):
+                spans.append((int(target.group(1), 16), addr, body))
+    for lo, hi, body in spans:
+        if any((a, b) != (lo, hi) and lo <= a and b <= hi for a, b, _ in spans):
+            continue
+        count = lambda op: sum(op in t for t in body)
+        print(f"  step loop: {len(body)} instructions, {count('GMMA')} MMAs, "
+              f"{count('MUFU')} MUFU, spills {count('STL')} / {count('LDL')}")
+
+
 def overlapped_exps(lines: list[str]) -> list[tuple[str, int]]:
     """For every wait for MMAs in flight (WARPGROUP.DEPBAR.LE gsb0, N): the exponentials issued
     between the last MMA issue before it and the wait, i.e. those that overlap in-flight MMAs."""
@@ -369,6 +391,10 @@ def main(argv=None):
     ap.add_argument("--heads", type=int, nargs=2, default=[8, 2], metavar=("HQ", "HKV"),
                     help="--launchers: query and kv heads (default 8 2: GQA groups of 4)")
     ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--loops", action="store_true",
+                    help="also the SASS of each loop that issues MMAs and holds no other such "
+                         "loop (the step loops; ptxas's block layout can make an outer loop "
+                         "look like one): instructions per warp, MMAs, MUFU, spills")
     args = ap.parse_args(argv)
     if args.launchers:
         print(f"# triton {triton.__version__}, sm_90, D={args.d}, T={args.tokens}, Hq/Hkv="
@@ -403,6 +429,8 @@ def main(argv=None):
               f"QGMMA {sum('QGMMA' in line for line in lines)}")
         print("  MMA waits (pending groups allowed: exponentials overlapping the MMAs in flight): "
               + ", ".join(f"{n}: {e}" for n, e in overlapped_exps(lines)))
+        if args.loops:
+            print_step_loops(lines)
 
 if __name__ == "__main__":
     main()
