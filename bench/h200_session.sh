@@ -340,13 +340,14 @@ persist)  # written 2026-12-05 (fourth session) without a GPU: the persistent Gl
 next)  # written 2026-12-05 (sixth session): the decision run for everything written without a
       # GPU since (own rows, work queue, pair steps) in one call: their GPU tests, then one quick
       # benchmark process with all their providers and the defaults (~9 min); the phases rows,
-      # queue and pair add each kernel alone
-  FLAMIA_AUTOTUNE=0 step "gpu tests" 280 python -m pytest -q -p no:cacheprovider \
+      # queue and pair add each kernel alone; 260 + 270 s of steps leave the
+      # wheel install and start-up within a call's 600 s
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 260 python -m pytest -q -p no:cacheprovider \
     tests/test_kernels_hopper.py -k "(forward_is_the_plain and (ws_rows or persistent)) or \
     warp_specialized_dq or gluon_fp8_forward or gluon_fp8_dkdv_is or do_not_leak" \
     > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 280 python -m bench.attention --quick --profile --dists \
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 270 python -m bench.attention --quick --profile --dists \
     u32_1024 lognormal_1k one_doc --providers flamia-bf16 "flamia-bf16 (own rows)" \
     "flamia-bf16 (persistent fwd, dQ)" flamia-mxfp8 "flamia-mxfp8 (Gluon dK/dV)" \
     "flamia-mxfp8 (Gluon pair steps)" cudnn-thd --out $OUT > $OUT/bench.log 2>&1
