@@ -77,7 +77,7 @@ gluon_variants() {
   FLAMIA_AUTOTUNE=8x3,4x3 step "dq variants" 70 python -m bench.gluon_variants --kernel dq \
     --configs ws $dq > $OUT/dq_variants.txt 2>&1
   grep -vE "Warn|warn" $OUT/dq_variants.txt | tail -10
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 220 python -m bench.attention --quick --profile --dists \
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 200 python -m bench.attention --quick --profile --dists \
     u32_1024 u128_4096 lognormal_1k equal_2k one_doc --providers flamia-bf16 "$@" cudnn-thd \
     --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | grep -v "^| ---" | tail -40
@@ -358,17 +358,17 @@ pair)  # written 2026-12-05 (sixth session) without a GPU: the Gluon FP8 forward
       # element-wise chains side by side): GPU tests (the triton FP8 kernels' bits in every
       # mode, probes), each kernel alone against the triton and single-step ones, a quick
       # benchmark of the FP8 providers (~9 min)
-  FLAMIA_AUTOTUNE=0 step "gpu tests" 240 python -m pytest -q -p no:cacheprovider \
+  FLAMIA_AUTOTUNE=0 step "gpu tests" 220 python -m pytest -q -p no:cacheprovider \
     tests/test_kernels_hopper.py -k "gluon_fp8_forward or gluon_fp8_dkdv_is or \
     gluon_fp8_kernels_do_not_leak" > $OUT/gpu_tests.log 2>&1
   grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
-  FLAMIA_AUTOTUNE=8x3,4x3 step "fwd8 variants" 60 python -m bench.gluon_variants --kernel fwd8 \
+  FLAMIA_AUTOTUNE=8x3,4x3 step "fwd8 variants" 50 python -m bench.gluon_variants --kernel fwd8 \
     --configs mxfp8:inflight:pair > $OUT/fwd8_variants.txt 2>&1
   grep -vE "Warn|warn" $OUT/fwd8_variants.txt | tail -10
-  FLAMIA_AUTOTUNE=8x3,4x3 step "dkdv8 variants" 90 python -m bench.gluon_variants --kernel \
+  FLAMIA_AUTOTUNE=8x3,4x3 step "dkdv8 variants" 80 python -m bench.gluon_variants --kernel \
     dkdv8 --configs mxfp8:2:3,pair:2,pair > $OUT/dkdv8_variants.txt 2>&1
   grep -vE "Warn|warn" $OUT/dkdv8_variants.txt | tail -10
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 170 python -m bench.attention --quick --profile --dists \
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 160 python -m bench.attention --quick --profile --dists \
     u32_1024 lognormal_1k one_doc --providers flamia-bf16 flamia-mxfp8 \
     "flamia-mxfp8 (Gluon dK/dV)" "flamia-mxfp8 (Gluon pair steps)" cudnn-thd \
     --out $OUT > $OUT/bench.log 2>&1
@@ -416,7 +416,7 @@ gputests)  # the whole GPU tier in one call: four pytest processes side by side 
   tier() {
     local name=$1
     shift
-    FLAMIA_AUTOTUNE=0 timeout 520 python -m pytest -q -p no:cacheprovider "$@" \
+    FLAMIA_AUTOTUNE=0 timeout 500 python -m pytest -q -p no:cacheprovider "$@" \
       > $OUT/gpu_tests_$name.log 2>&1
     echo "$name rc=$?" >> $OUT/gpu_tests_rc.txt
   }
