@@ -61,6 +61,23 @@ if [ -d .whl ]; then
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee $OUT/gpu.txt
 step() { local t0=$SECONDS; echo "== $1"; shift; timeout "$@"; echo "rc=$? $((SECONDS - t0))s"; }
+# tier NAME SECONDS PYTEST_ARGS..: a part of the GPU tests in the background (run several, then
+# wait, then tier_report): pytest processes side by side on the one GPU, since compiling the
+# kernels (one process: minutes) is most of their time and the machine has 16 cores.
+tier() {
+  local name=$1 limit=$2
+  shift 2
+  FLAMIA_AUTOTUNE=0 timeout $limit python -m pytest -q -p no:cacheprovider "$@" \
+    > $OUT/gpu_tests_$name.log 2>&1
+  echo "$name rc=$?" >> $OUT/gpu_tests_rc.txt
+}
+tier_report() {
+  for log in $OUT/gpu_tests_*.log; do
+    echo "== $log"
+    grep -E "passed|failed|FAILED|Error" $log | tail -8
+  done
+  cat $OUT/gpu_tests_rc.txt
+}
 # A variant of the Gluon BF16 forward and dQ kernels: the GPU tests selected by $1 (a hang ends
 # at the step's timeout), the forward (FLAMIA_GLUON_FWD=128,128,8,2,$2) and the dQ kernel
 # (FLAMIA_GLUON_DQ=$3) alone against the warp-specialized ones, then a quick benchmark in one
@@ -338,15 +355,17 @@ persist)  # written 2026-12-05 (fourth session) without a GPU: the persistent Gl
   grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | tail -40
   ;;
 next)  # written 2026-12-05 (sixth session): the decision run for everything written without a
-      # GPU since (own rows, work queue, pair steps) in one call: their GPU tests, then one quick
-      # benchmark process with all their providers and the defaults (~9 min); the phases rows,
-      # queue and pair add each kernel alone; 260 + 270 s of steps leave the
-      # wheel install and start-up within a call's 600 s
-  FLAMIA_AUTOTUNE=0 step "gpu tests" 260 python -m pytest -q -p no:cacheprovider \
-    tests/test_kernels_hopper.py -k "(forward_is_the_plain and (ws_rows or persistent)) or \
-    warp_specialized_dq or gluon_fp8_forward or gluon_fp8_dkdv_is or do_not_leak" \
-    > $OUT/gpu_tests.log 2>&1
-  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
+      # GPU since (own rows, work queue, pair steps) in one call: their GPU tests (four pytest
+      # processes side by side: one alone compiles for longer than the call lasts), then one
+      # quick benchmark process with all their providers and the defaults (~9 min); the phases
+      # rows, queue and pair add each kernel alone
+  tier bf16 250 tests/test_kernels_hopper.py -k \
+    "(forward_is_the_plain and (ws_rows or persistent)) or warp_specialized_dq" &
+  tier fp8_fwd 250 tests/test_kernels_hopper.py -k "gluon_fp8_forward" &
+  tier fp8_dkdv 250 tests/test_kernels_hopper.py -k "gluon_fp8_dkdv_is" &
+  tier leaks 250 tests/test_kernels_hopper.py -k "do_not_leak" &
+  wait
+  tier_report
   FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 270 python -m bench.attention --quick --profile --dists \
     u32_1024 lognormal_1k one_doc --providers flamia-bf16 "flamia-bf16 (own rows)" \
     "flamia-bf16 (persistent fwd, dQ)" flamia-mxfp8 "flamia-mxfp8 (Gluon dK/dV)" \
@@ -358,10 +377,11 @@ pair)  # written 2026-12-05 (sixth session) without a GPU: the Gluon FP8 forward
       # element-wise chains side by side): GPU tests (the triton FP8 kernels' bits in every
       # mode, probes), each kernel alone against the triton and single-step ones, a quick
       # benchmark of the FP8 providers (~9 min)
-  FLAMIA_AUTOTUNE=0 step "gpu tests" 220 python -m pytest -q -p no:cacheprovider \
-    tests/test_kernels_hopper.py -k "gluon_fp8_forward or gluon_fp8_dkdv_is or \
-    gluon_fp8_kernels_do_not_leak" > $OUT/gpu_tests.log 2>&1
-  grep -E "passed|failed|FAILED|Error" $OUT/gpu_tests.log | tail -12
+  tier fp8_fwd 220 tests/test_kernels_hopper.py -k "gluon_fp8_forward" &
+  tier fp8_dkdv 220 tests/test_kernels_hopper.py -k "gluon_fp8_dkdv_is" &
+  tier fp8_leaks 220 tests/test_kernels_hopper.py -k "gluon_fp8_kernels_do_not_leak" &
+  wait
+  tier_report
   FLAMIA_AUTOTUNE=8x3,4x3 step "fwd8 variants" 50 python -m bench.gluon_variants --kernel fwd8 \
     --configs mxfp8:inflight:pair > $OUT/fwd8_variants.txt 2>&1
   grep -vE "Warn|warn" $OUT/fwd8_variants.txt | tail -10
@@ -413,23 +433,12 @@ rows)  # written 2026-12-05 (fifth session) without a GPU: the forward and dQ ke
 gputests)  # the whole GPU tier in one call: four pytest processes side by side on the one GPU
           # (compiling kernels is most of their time, and the machine has 16 cores), each with
           # its own log; one process for all of them ran out of a call's time on 2026-12-05
-  tier() {
-    local name=$1
-    shift
-    FLAMIA_AUTOTUNE=0 timeout 500 python -m pytest -q -p no:cacheprovider "$@" \
-      > $OUT/gpu_tests_$name.log 2>&1
-    echo "$name rc=$?" >> $OUT/gpu_tests_rc.txt
-  }
-  tier hopper_fp8 tests/test_kernels_hopper.py -k fp8 &
-  tier hopper tests/test_kernels_hopper.py -k "not fp8" &
-  tier fp8 tests/test_kernels_fp8.py &
-  tier triton_api tests/test_kernels.py tests/test_api.py &
+  tier hopper_fp8 500 tests/test_kernels_hopper.py -k fp8 &
+  tier hopper 500 tests/test_kernels_hopper.py -k "not fp8" &
+  tier fp8 500 tests/test_kernels_fp8.py &
+  tier triton_api 500 tests/test_kernels.py tests/test_api.py &
   wait
-  for log in $OUT/gpu_tests_*.log; do
-    echo "== $log"
-    grep -E "passed|failed|FAILED|Error" $log | tail -8
-  done
-  cat $OUT/gpu_tests_rc.txt
+  tier_report
   ;;
 bench)  # the full grid with the accuracy table and autotune picks (~5 min), then the GPU tests of
         # the triton kernels and the API (the Gluon kernels' own: phase ws / dkdvws / dqws)
