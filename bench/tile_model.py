@@ -75,21 +75,17 @@ def key_steps(order, seg_start, seg_end, total, block_m, block_n, doc):
 
 
 def warpgroup_steps(seg_start, total, block_m, block_n, wg_rows=64):
-    """Steps of the query tiles' consumer warpgroups (wg_rows rows each; forward, dQ; grid
-    tiles) as the kernels run them, every warpgroup over its tile's key tiles, against each
-    warpgroup over the key tiles of its own rows only (from the one holding its first row's
-    segment start to its own diagonal): (tile-wide, own-rows) warpgroup steps per head. The
-    difference is the steps a warpgroup could skip, waiting for and releasing the ring slot
-    without an MMA (not built: the ping-pong hand-over of MMA turns would have to skip too)."""
-    tile_wide = own = 0
-    for start in range(0, total, block_m):
-        last = min(start + block_m, total) - 1
-        lo, hi = int(seg_start[start]) // block_n, -(-(last + 1) // block_n)
-        for row0 in range(start, last + 1, wg_rows):
-            wg_last = min(row0 + wg_rows, total) - 1
-            tile_wide += hi - lo
-            own += -(-(wg_last + 1) // block_n) - int(seg_start[row0]) // block_n
-    return tile_wide, own
+    """Steps of the query tiles' consumer warpgroups (wg_rows rows each, block_m a multiple of
+    it; forward, dQ; grid tiles) as the kernels run them, every warpgroup over its tile's key
+    tiles, against each warpgroup over the key tiles of its own rows only (from the one holding
+    its first row's segment start to its own diagonal): (tile-wide, own-rows) warpgroup steps
+    per head. The latter are the key-tile ranges of wg_rows-row query tiles."""
+    seg_start = torch.as_tensor(seg_start)
+    lo, hi = ops._query_tile_range(seg_start, total, block_m, block_n)
+    starts = torch.arange(0, total, block_m)
+    warpgroups = (torch.clamp(starts + block_m, max=total) - starts + wg_rows - 1) // wg_rows
+    own_lo, own_hi = ops._query_tile_range(seg_start, total, wg_rows, block_n)
+    return int(((hi - lo) * warpgroups).sum()), int((own_hi - own_lo).sum())
 
 
 def persistent_loads(works, programs):
@@ -112,12 +108,8 @@ def persistent_loads(works, programs):
 def forward_items(order, seg_start, total, block_m, block_n, heads):
     """Steps of each forward work item (query tile, head) in the persistent kernels' order
     (item w: tile order[w // heads]), grid tiles."""
-    works = []
-    for tile in order.tolist():
-        start = tile * block_m
-        last = min(start + block_m, total) - 1
-        works += [-(-(last + 1) // block_n) - int(seg_start[start]) // block_n] * heads
-    return works
+    lo, hi = ops._query_tile_range(seg_start, total, block_m, block_n)
+    return (hi - lo)[order.long()].repeat_interleave(heads).tolist()
 
 
 def model(lengths, fwd, dkdv, dq):

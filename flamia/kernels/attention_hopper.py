@@ -1051,10 +1051,16 @@ def _fwd8_single(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty
     x = _fwd8_pv(pq, vt_smem, v_bars, o_zero, n, lo, STAGES, p_layout)
     x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
     mbarrier.arrive(v_empty.index((n - lo) % STAGES))
+    return _o_update(acc, alpha, x, scale, o_layout), m_i, l_i
+
+
+@gluon.jit
+def _o_update(acc, alpha, x, scale, o_layout: gl.constexpr):
+    """O * alpha + X * scale for one key tile (the triton kernel's order; alpha and the P' row
+    scales are powers of two, so one rounding), the row vectors in S's row layout."""
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    acc = (acc * gl.expand_dims(gl.convert_layout(alpha, rows_o), 1)
-           + x * gl.expand_dims(gl.convert_layout(scale, rows_o), 1))
-    return acc, m_i, l_i
+    return (acc * gl.expand_dims(gl.convert_layout(alpha, rows_o), 1)
+            + x * gl.expand_dims(gl.convert_layout(scale, rows_o), 1))
 
 
 @gluon.jit
@@ -1081,12 +1087,8 @@ def _fwd8_pair(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, 
     x_a, x_b = warpgroup_mma_wait(num_outstanding=0, deps=(x_a, x_b))
     mbarrier.arrive(v_empty.index((n - lo) % STAGES))
     mbarrier.arrive(v_empty.index((n + 1 - lo) % STAGES))
-    rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    acc = (acc * gl.expand_dims(gl.convert_layout(alpha_a, rows_o), 1)
-           + x_a * gl.expand_dims(gl.convert_layout(scale_a, rows_o), 1))
-    acc = (acc * gl.expand_dims(gl.convert_layout(alpha_b, rows_o), 1)
-           + x_b * gl.expand_dims(gl.convert_layout(scale_b, rows_o), 1))
-    return acc, m_i, l_i
+    acc = _o_update(acc, alpha_a, x_a, scale_a, o_layout)
+    return _o_update(acc, alpha_b, x_b, scale_b, o_layout), m_i, l_i
 
 
 @gluon.jit
