@@ -358,15 +358,16 @@ next)  # written 2026-12-05 (sixth session): the decision run for everything wri
       # GPU since (own rows, work queue, pair steps) in one call: their GPU tests (four pytest
       # processes side by side: one alone compiles for longer than the call lasts), then one
       # quick benchmark process with all their providers and the defaults (~9 min); the phases
-      # rows, queue and pair add each kernel alone
-  tier bf16 200 tests/test_kernels_hopper.py -k \
+      # rows, queue and pair add each kernel alone; TIER_S, BENCH_S: the
+      # steps' limits when the device time left is short
+  tier bf16 ${TIER_S:-200} tests/test_kernels_hopper.py -k \
     "(forward_is_the_plain and (ws_rows or persistent)) or warp_specialized_dq" &
-  tier fp8_fwd 200 tests/test_kernels_hopper.py -k "gluon_fp8_forward" &
-  tier fp8_dkdv 200 tests/test_kernels_hopper.py -k "gluon_fp8_dkdv_is" &
-  tier leaks 200 tests/test_kernels_hopper.py -k "do_not_leak" &
+  tier fp8_fwd ${TIER_S:-200} tests/test_kernels_hopper.py -k "gluon_fp8_forward" &
+  tier fp8_dkdv ${TIER_S:-200} tests/test_kernels_hopper.py -k "gluon_fp8_dkdv_is" &
+  tier leaks ${TIER_S:-200} tests/test_kernels_hopper.py -k "do_not_leak" &
   wait
   tier_report
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 230 python -m bench.attention --quick --profile --dists \
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-230} python -m bench.attention --quick --profile --dists \
     u32_1024 lognormal_1k one_doc --providers flamia-bf16 "flamia-bf16 (own rows)" \
     "flamia-bf16 (persistent fwd, dQ)" flamia-mxfp8 \
     "flamia-mxfp8 (Gluon pair steps)" cudnn-thd --out $OUT > $OUT/bench.log 2>&1
