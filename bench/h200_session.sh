@@ -357,14 +357,15 @@ persist)  # written 2026-12-05 (fourth session) without a GPU: the persistent Gl
 next)  # written 2026-12-05 (sixth session): the decision run for everything written without a
       # GPU since (own rows, work queue, pair steps) in one call: their GPU tests (four pytest
       # processes side by side: one alone compiles for longer than the call lasts), then one
-      # quick benchmark process with all their providers and the defaults (~9 min); the phases
-      # rows, queue and pair add each kernel alone; TIER_S, BENCH_S: the
-      # steps' limits when the device time left is short
-  tier bf16 ${TIER_S:-200} tests/test_kernels_hopper.py -k \
+      # quick benchmark process with all their providers and the defaults (at most 200 + 230 s;
+      # TIER_S, BENCH_S lower the limits when little device time is left); the phases rows,
+      # queue and pair add each kernel alone
+  tier_s=${TIER_S:-200}
+  tier bf16 $tier_s tests/test_kernels_hopper.py -k \
     "(forward_is_the_plain and (ws_rows or persistent)) or warp_specialized_dq" &
-  tier fp8_fwd ${TIER_S:-200} tests/test_kernels_hopper.py -k "gluon_fp8_forward" &
-  tier fp8_dkdv ${TIER_S:-200} tests/test_kernels_hopper.py -k "gluon_fp8_dkdv_is" &
-  tier leaks ${TIER_S:-200} tests/test_kernels_hopper.py -k "do_not_leak" &
+  tier fp8_fwd $tier_s tests/test_kernels_hopper.py -k "gluon_fp8_forward" &
+  tier fp8_dkdv $tier_s tests/test_kernels_hopper.py -k "gluon_fp8_dkdv_is" &
+  tier leaks $tier_s tests/test_kernels_hopper.py -k "do_not_leak" &
   wait
   tier_report
   FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-230} python -m bench.attention --quick --profile --dists \
