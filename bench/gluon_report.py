@@ -45,21 +45,18 @@ def compile_fwd(config: str, d: int = 128, hq: int = 16, hkv: int = 16):
     if mode:  # 64-row Q/O blocks, num_warps = 4 (the default partition)
         return _compile(H._attn_fwd_hopper_ws_kernel, ("q", "o"), ("k", "v"), (m // 2, n, 4, st),
                         d, hq, hkv, PINGPONG=mode == "pingpong", CONSUMER_REGS=H.WS_CONSUMER_REGS,
-                        PRODUCER_REGS=H.WS_PRODUCER_REGS, drop=("BLOCK_M", ),
-                        OWN_ROWS=mode == "ws_rows")
+                        PRODUCER_REGS=H.WS_PRODUCER_REGS, drop=("BLOCK_M", ))
     return _compile(H._attn_fwd_hopper_kernel, ("q", "o"), ("k", "v"), (m, n, w, st), d, hq, hkv)
 
 
 def compile_dq(d: int = 128, hq: int = 16, hkv: int = 16, mode: str = "plain"):
     """The compiled dQ kernel (its tiles are fixed: DQ_CONFIG), FLAMIA_GLUON_DQ=mode."""
-    if mode in ("ws", "persistent", "ws_rows"):  # 64-row Q/dO/dQ blocks, num_warps = 4
+    if mode in ("ws", "persistent"):  # 64-row Q/dO/dQ blocks, num_warps = 4
         m, n, _, st = H.DQ_CONFIG
-        extra = {} if mode == "persistent" else {"OWN_ROWS": mode == "ws_rows"}
-        return _compile(H._attn_bwd_dq_hopper_persistent_kernel if mode == "persistent" else
-                        H._attn_bwd_dq_hopper_ws_kernel, ("q", "do", "dq"), ("k", "v"),
+        return _compile(H._attn_bwd_dq_hopper_ws_kernel if mode == "ws" else
+                        H._attn_bwd_dq_hopper_persistent_kernel, ("q", "do", "dq"), ("k", "v"),
                         (m // 2, n, 4, st), d, hq, hkv, drop=("BLOCK_M", ),
-                        CONSUMER_REGS=H.DQ_WS_CONSUMER_REGS, PRODUCER_REGS=H.DQ_WS_PRODUCER_REGS,
-                        **extra)
+                        CONSUMER_REGS=H.DQ_WS_CONSUMER_REGS, PRODUCER_REGS=H.DQ_WS_PRODUCER_REGS)
     return _compile(H._attn_bwd_dq_hopper_kernel, ("q", "do", "dq"), ("k", "v"), H.DQ_CONFIG,
                     d, hq, hkv)
 
@@ -91,8 +88,6 @@ def compile_fwd8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float
     """The compiled FP8 forward (FWD8_CONFIG, FLAMIA_GLUON_FWD8=mode); qk_dtype bfloat16:
     nvfp4_fp8's Q and K."""
     m, n, _, st = H.FWD8_CONFIG
-    if mode == "pair":
-        st = H.FWD8_PAIR_STAGES
     descs = {"q_desc": H._rows_view(torch.empty(4096, hq, d, dtype=qk_dtype), m // 2),
              "k_desc": H._rows_view(torch.empty(4096, hkv, d, dtype=qk_dtype), n),
              "vt_desc": H._token_major_view(
@@ -103,7 +98,7 @@ def compile_fwd8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float
     return _compile(H._attn_fwd8_hopper_ws_kernel, (), (), (m // 2, n, 4, st), d, hq, hkv,
                     drop=("BLOCK_M", ), descs=descs, aligned=("stride_skh", ),
                     CONSUMER_REGS=H.FWD8_CONSUMER_REGS, PRODUCER_REGS=H.FWD8_PRODUCER_REGS,
-                    OVERLAP=mode == "overlap", PAIR=mode == "pair")
+                    OVERLAP=mode == "overlap")
 
 
 def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float8_e4m3fn,
@@ -263,8 +258,6 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
             q, k, v, plan.seg_start, plan.order_fwd, 0.1, o, lse))
         run("fwd persistent", {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent"},
             lambda: H.attention_fwd_hopper(q, k, v, plan.seg_start, plan.order_fwd, 0.1, o, lse))
-        run("fwd ws_rows", {"FLAMIA_GLUON_FWD": "128,128,8,2,ws_rows"},
-            lambda: H.attention_fwd_hopper(q, k, v, plan.seg_start, plan.order_fwd, 0.1, o, lse))
         for mode in H.DQ_MODES:
             run(f"dq {mode}", {"FLAMIA_GLUON_DQ": mode}, lambda: H.attention_dq_hopper(
                 q, k, v, do, lse, delta, plan.seg_start, plan.order_dq, 0.1, grads[0]))
@@ -379,7 +372,7 @@ def main(argv=None):
                     help="FLAMIA_GLUON_DQ values of the dQ kernel")
     ap.add_argument("--fwd8", nargs="*", default=[],
                     help="also the FP8 forward: recipe[:FLAMIA_GLUON_FWD8], e.g. mxfp8 "
-                         "nvfp4_fp8 mxfp8:pair")
+                         "nvfp4_fp8 mxfp8:overlap")
     ap.add_argument("--dkdv8", nargs="*", default=[],
                     help="also the FP8 dK/dV kernel: recipe[:FLAMIA_GLUON_DKDV8], e.g. mxfp8 "
                          "nvfp4_fp8 mxfp8:3,pipe mxfp8:3,pair")

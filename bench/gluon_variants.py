@@ -7,7 +7,7 @@ workloads, in one process on the GPU:
     python -m bench.gluon_variants --kernel fwd8 [--configs mxfp8 nvfp4_fp8]
     python -m bench.gluon_variants --kernel dkdv8 [--configs mxfp8:2:3:3,pipe nvfp4_fp8]
 
---kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S[,ws|,pingpong|,persistent|,ws_rows].
+--kernel fwd (default): the forward, configs FLAMIA_GLUON_FWD=M,N,W,S[,ws|,pingpong|,persistent].
 --kernel
 dkdv: the dK/dV kernel, configs FLAMIA_GLUON_DKDV=S,D (the plain kernel), or S,D,ws (the
 warp-specialized one; S,D,ws,tma: with FLAMIA_GLUON_DKDV_LSE=tma), or S,D,fused
@@ -16,7 +16,7 @@ any order), or triton,fused (the triton dK/dV kernel with FLAMIA_DQ=fused); time
 backward call (the dQ kernel, where there is one, is the triton one in every variant); "kernel
 ms" counts the dK/dV kernel only. The first
 row of each workload (the triton dK/dV kernel and dQ kernel) is the reference of the diffs.
---kernel dq: the dQ kernel, configs FLAMIA_GLUON_DQ=plain|ws|persistent|ws_rows, timed as the whole
+--kernel dq: the dQ kernel, configs FLAMIA_GLUON_DQ=plain|ws|persistent, timed as the whole
 backward call (dK/dV by the default kernel); "kernel ms" counts the dQ kernel only.
 --kernel fwd8: the FP8 forward alone on Q, K, V quantized beforehand (configs: recipes, or
 recipe:mode:mode with FLAMIA_GLUON_FWD8 modes), the triton kernel (64-query tiles) against the

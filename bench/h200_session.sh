@@ -31,18 +31,15 @@
 #   persist: written 2026-12-05 (fourth session): the persistent Gluon forward and dQ kernels
 #            (FLAMIA_GLUON_FWD=...,persistent, FLAMIA_GLUON_DQ=persistent): GPU tests, dQ alone
 #            against the warp-specialized one, quick benchmark with both (~8 min)
-#   rows: the forward's and dQ kernel's warpgroups over their own rows' key tiles (ws_rows)
 #   order: the grouped launch order (FLAMIA_ORDER) vs LPT: GPU tests, quick benchmark, ncu bytes
 #   shortdocs: Nsight Compute on U(32, 1024) and one document, every kernel of flamia-bf16 and
 #            of cudnn-thd in one report (cuDNN's launch grid, registers, stalls) (~8 min)
-#   pair: written 2026-12-05 (sixth session, no GPU): the Gluon FP8 forward and dK/dV kernels in
-#         pair steps: GPU tests, each kernel alone, quick FP8 benchmark (~9 min)
 #   queue: written 2026-12-05 (sixth session, no GPU): the persistent kernels with a work queue:
 #          GPU tests, each kernel alone, quick benchmark (~8 min)
 #   gputests: the whole GPU tier, four pytest processes side by side (~9 min)
-#   next: the GPU tests of rows, queue and pair, and one quick benchmark of all their providers
-# Next session, in this order: next (one call decides), then the phases of what won (rows,
-# queue, pair: each kernel alone), gputests, and bench (the full grid) with it the default.
+# Run on 2026-12-06 (H200): the former 'next' phase (GPU tests of the own-rows, work-queue and
+# pair-step kernels, 54 passed; one quick benchmark of their providers), then the full grid; the
+# own-rows and FP8 forward pair-step modes were no faster and are removed (README, Performance).
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
@@ -354,48 +351,6 @@ persist)  # written 2026-12-05 (fourth session) without a GPU: the persistent Gl
     "flamia-bf16 (persistent fwd, dQ)" cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | tail -40
   ;;
-next)  # written 2026-12-05 (sixth session): the decision run for everything written without a
-      # GPU since (own rows, work queue, pair steps) in one call: their GPU tests (four pytest
-      # processes side by side: one alone compiles for longer than the call lasts), then one
-      # quick benchmark process with all their providers and the defaults (at most 200 + 230 s;
-      # TIER_S, BENCH_S lower the limits when little device time is left); the phases rows,
-      # queue and pair add each kernel alone
-  tier_s=${TIER_S:-200}
-  tier bf16 $tier_s tests/test_kernels_hopper.py -k \
-    "(forward_is_the_plain and (ws_rows or persistent)) or warp_specialized_dq" &
-  tier fp8_fwd $tier_s tests/test_kernels_hopper.py -k "gluon_fp8_forward" &
-  tier fp8_dkdv $tier_s tests/test_kernels_hopper.py -k "gluon_fp8_dkdv_is" &
-  tier leaks $tier_s tests/test_kernels_hopper.py -k "do_not_leak" &
-  wait
-  tier_report
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-230} python -m bench.attention --quick --profile --dists \
-    u32_1024 lognormal_1k one_doc --providers flamia-bf16 "flamia-bf16 (own rows)" \
-    "flamia-bf16 (persistent fwd, dQ)" flamia-mxfp8 \
-    "flamia-mxfp8 (Gluon pair steps)" cudnn-thd --out $OUT > $OUT/bench.log 2>&1
-  grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | grep -v "^| ---" | tail -50
-  ;;
-pair)  # written 2026-12-05 (sixth session) without a GPU: the Gluon FP8 forward and dK/dV
-      # kernels in pair steps (FLAMIA_GLUON_FWD8=pair, FLAMIA_GLUON_DKDV8=3,pair: two tiles'
-      # element-wise chains side by side): GPU tests (the triton FP8 kernels' bits in every
-      # mode, probes), each kernel alone against the triton and single-step ones, a quick
-      # benchmark of the FP8 providers (~9 min)
-  tier fp8_fwd 220 tests/test_kernels_hopper.py -k "gluon_fp8_forward" &
-  tier fp8_dkdv 220 tests/test_kernels_hopper.py -k "gluon_fp8_dkdv_is" &
-  tier fp8_leaks 220 tests/test_kernels_hopper.py -k "gluon_fp8_kernels_do_not_leak" &
-  wait
-  tier_report
-  FLAMIA_AUTOTUNE=8x3,4x3 step "fwd8 variants" 50 python -m bench.gluon_variants --kernel fwd8 \
-    --configs mxfp8:inflight:pair > $OUT/fwd8_variants.txt 2>&1
-  grep -vE "Warn|warn" $OUT/fwd8_variants.txt | tail -10
-  FLAMIA_AUTOTUNE=8x3,4x3 step "dkdv8 variants" 80 python -m bench.gluon_variants --kernel \
-    dkdv8 --configs mxfp8:2:3,pair:2,pair > $OUT/dkdv8_variants.txt 2>&1
-  grep -vE "Warn|warn" $OUT/dkdv8_variants.txt | tail -10
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 160 python -m bench.attention --quick --profile --dists \
-    u32_1024 lognormal_1k one_doc --providers flamia-bf16 flamia-mxfp8 \
-    "flamia-mxfp8 (Gluon dK/dV)" "flamia-mxfp8 (Gluon pair steps)" cudnn-thd \
-    --out $OUT > $OUT/bench.log 2>&1
-  grep -E "^\| |^- .*_attn_|^###" $OUT/bench.log | grep -v "^| ---" | tail -40
-  ;;
 queue)  # written 2026-12-05 (sixth session) without a GPU: the persistent forward and dQ kernels
        # take their work items from a queue (an atomic counter read by the producer warp and
        # handed to the consumers), no longer dealt in snake order: GPU tests (same bits as the
@@ -423,14 +378,6 @@ order)  # written 2026-12-05 (fifth session) after shortdocs found the short-doc
     --dist u32_1024 > $OUT/ncu_order.txt 2>&1
   grep -E "^  [a-zA-Z_]|Duration|DRAM Throughput|L2 Hit Rate|Memory Throughput" \
     $OUT/ncu_order.txt | cut -c1-100
-  ;;
-rows)  # written 2026-12-05 (fifth session) without a GPU: the forward and dQ kernels with each
-      # consumer warpgroup over its own rows' key tiles (FLAMIA_GLUON_FWD=...,ws_rows,
-      # FLAMIA_GLUON_DQ=ws_rows): GPU tests first (a hang ends at the step's timeout; same
-      # values as the plain kernels, probes), then each kernel alone and a quick benchmark
-      # against the default (~8 min)
-  gluon_variants "(forward_is_the_plain and ws_rows) or warp_specialized_dq or do_not_leak" \
-    ws_rows ws_rows "flamia-bf16 (dQ own rows)" "flamia-bf16 (own rows)"
   ;;
 gputests)  # the whole GPU tier in one call: four pytest processes side by side on the one GPU
           # (compiling kernels is most of their time, and the machine has 16 cores), each with

@@ -121,19 +121,18 @@ def test_gluon_forward_config_is_checked(monkeypatch):
     assert H.config() == (128, 128, 8, 3) and H.fwd_mode() == "ws"
     monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,2,pingpong")
     assert H.config() == (128, 128, 8, 2) and H.fwd_mode() == "pingpong"
-    monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,3,ws_rows")
-    assert H.config() == (128, 128, 8, 3) and H.fwd_mode() == "ws_rows"
     monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,2,persistent")
     assert H.config() == (128, 128, 8, 2) and H.fwd_mode() == "persistent"
     for bad in ("128,128,4,2", "128,32,8,2", "128,128,8,1", "128x128", "64,64,4,2,ws",
-                "128,128,8,2,wss", "128,128,8,3,persistent", "64,64,4,2,persistent"):
+                "128,128,8,2,wss", "128,128,8,3,persistent", "64,64,4,2,persistent",
+                "128,128,8,2,ws_rows"):
         monkeypatch.setenv("FLAMIA_GLUON_FWD", bad)
         with pytest.raises(ValueError, match="FLAMIA_GLUON_FWD"):
             H.config()
 
 
 def test_persistent_kernels_take_grid_tiles_only(monkeypatch):
-    """The persistent forward and dQ kernels and the ws_rows ones refuse doc tiles
+    """The persistent forward and dQ kernels refuse doc tiles
     (FLAMIA_TILES=doc) with the reason and the way out, before anything is compiled or launched
     (CPU tensors; the capability check stubbed)."""
     from flamia.kernels import attention_hopper as H
@@ -149,9 +148,7 @@ def test_persistent_kernels_take_grid_tiles_only(monkeypatch):
                                        torch.empty_like(x), seg, True)
     for name, value, launch, why in (
             ("FLAMIA_GLUON_FWD", "128,128,8,2,persistent", fwd, "persistent forward .* grid"),
-            ("FLAMIA_GLUON_DQ", "persistent", dq, "persistent dQ kernel .* grid"),
-            ("FLAMIA_GLUON_FWD", "128,128,8,2,ws_rows", fwd, "ws_rows runs grid"),
-            ("FLAMIA_GLUON_DQ", "ws_rows", dq, "ws_rows runs grid")):
+            ("FLAMIA_GLUON_DQ", "persistent", dq, "persistent dQ kernel .* grid")):
         monkeypatch.setenv(name, value)
         with pytest.raises(ValueError, match=why + " tiles only"):
             launch()
@@ -165,11 +162,10 @@ def test_gluon_dq_mode_is_checked(monkeypatch):
     assert H.dq_mode() == "plain"
     monkeypatch.setenv("FLAMIA_GLUON_DQ", "persistent")
     assert H.dq_mode() == "persistent"
-    monkeypatch.setenv("FLAMIA_GLUON_DQ", "ws_rows")
-    assert H.dq_mode() == "ws_rows"
-    monkeypatch.setenv("FLAMIA_GLUON_DQ", "WS")
-    with pytest.raises(ValueError, match="FLAMIA_GLUON_DQ='WS'; accepted"):
-        H.dq_mode()
+    for bad in ("WS", "ws_rows"):
+        monkeypatch.setenv("FLAMIA_GLUON_DQ", bad)
+        with pytest.raises(ValueError, match=f"FLAMIA_GLUON_DQ='{bad}'; accepted"):
+            H.dq_mode()
 
 
 def _check_setting(monkeypatch, env, parse, good, bad, match):
@@ -252,7 +248,7 @@ def test_gluon_forward_matches_triton_forward(lengths, hq, hkv, d, monkeypatch):
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("mode,stages", [("ws", 2), ("ws", 3), ("pingpong", 2),
-                                         ("persistent", 2), ("ws_rows", 2), ("ws_rows", 3)])
+                                         ("persistent", 2)])
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128)])
 def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, mode, stages,
                                                        poisoned, monkeypatch):
@@ -260,8 +256,7 @@ def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, mode
     every row as the plain Gluon forward (only who issues the loads, when slots are released, in
     which order the warpgroups issue their MMAs and, persistent, which program runs which tiles
     through one ring differ), so O and lse2 are the same bits; every element written (poisoned
-    outputs). ws_rows: a warpgroup skips key tiles masked for all of its rows, whose steps leave
-    the running state as it was, so the same values. The persistent programs run several tiles each (every case has more work items,
+    outputs). The persistent programs run several tiles each (every case has more work items,
     Hq x tiles, than an H100 or H200 has SMs), the ring's tile count carried from tile to
     tile."""
     cu = _cu(lengths, "cuda")
@@ -332,16 +327,14 @@ def test_warp_specialized_dkdv_is_the_plain_dkdv(lengths, hq, hkv, d, stages, po
 def test_warp_specialized_dq_is_the_plain_dq(lengths, hq, hkv, d, poisoned, monkeypatch):
     """FLAMIA_GLUON_DQ=ws|persistent: each query row sees the same MMAs and steps as in the
     plain Gluon dQ kernel, so dQ is the same bits; every element written (poisoned outputs).
-    The persistent programs run several tiles each (more work items than SMs in every case).
-    ws_rows: each warpgroup skips the key tiles fully masked for all of its rows, which would
-    have added exact zeros, so the same values."""
+    The persistent programs run several tiles each (more work items than SMs in every case)."""
     backward = _backward_case(lengths, hq, hkv, d, seed=9)
     monkeypatch.setenv("FLAMIA_DQ_KERNEL", "gluon")
     dqs = {}
-    for mode in ("plain", "ws", "persistent", "ws_rows"):
+    for mode in ("plain", "ws", "persistent"):
         monkeypatch.setenv("FLAMIA_GLUON_DQ", mode)
         dqs[mode] = backward()[0]
-    for mode in ("ws", "persistent", "ws_rows"):
+    for mode in ("ws", "persistent"):
         assert torch.isfinite(dqs[mode]).all(), mode
         assert torch.equal(dqs[mode], dqs["plain"]), mode
 
@@ -468,7 +461,6 @@ def test_doc_tiles_gluon(lengths, hq, hkv, d, poisoned, monkeypatch):
     ("separate", "128,128,8,2,ws", "2,0,ws", "ws"),
     ("separate", "128,128,8,2,pingpong", "3,0,ws", "ws"),
     ("separate", "128,128,8,2,persistent", "2,0,ws,tma", "persistent"),
-    ("separate", "128,128,8,2,ws_rows", "2,0,ws,tma", "ws_rows"),
     ("separate", "128,128,8,2,ws", "2,0,ws,tma", "ws"),
     ("separate", "128,128,8,2,ws", "2,0,ws,doc", "ws"),
     ("separate", "128,128,8,2", "2,0,ws,tma,doc", "plain")])
@@ -505,7 +497,7 @@ def _fp8_forward_inputs(lengths, hq, hkv, d, recipe, seed=7):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("mode", ["inflight", "pair"])
+@pytest.mark.parametrize("mode", ["inflight", "overlap"])
 @pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4_fp8"])
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128)])
 def test_gluon_fp8_forward_is_the_triton_fp8_forward(lengths, hq, hkv, d, recipe, mode, poisoned,
@@ -513,8 +505,8 @@ def test_gluon_fp8_forward_is_the_triton_fp8_forward(lengths, hq, hkv, d, recipe
     """The warp-specialized Gluon FP8 forward (128-query tiles) computes the triton FP8 forward's
     function (64-query tiles) on the same 64-key tiles: the same MMAs per tile, P' quantized per
     row of the same tiles, O updated as O * alpha + X * scale in the same order (see _fwd8_step;
-    FLAMIA_GLUON_FWD8=pair: two tiles per step, each tile's values as in its own step,
-    _fwd8_pair): the same bits. Every element written (poisoned outputs)."""
+    both ways of waiting for the step's MMAs, FLAMIA_GLUON_FWD8): the same bits. Every element
+    written (poisoned outputs)."""
     cu = _cu(lengths, "cuda")
     q8, k8, fp8 = _fp8_forward_inputs(lengths, hq, hkv, d, recipe)
     monkeypatch.setenv("FLAMIA_GLUON_FWD8", mode)

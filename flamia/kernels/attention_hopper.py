@@ -71,8 +71,8 @@ warpgroup, and the measured rate (about 2600 SM cycles per pair of steps, two wa
 twice what issuing those instructions takes (1154 cycles on 4 schedulers): the step's dependent
 chain (S row maximum, exponentials, P' row maximum, scaling, E4M3 cast, operand shuffle) with
 two warps per scheduler, not the MMAs, sets the pace; overlapping the MMAs differently
-(FLAMIA_GLUON_FWD8=overlap) did not change it. FLAMIA_GLUON_FWD8=pair (2026-12-05, compiled, not
-yet run) gives each warp two such chains per step (_fwd8_pair).
+(FLAMIA_GLUON_FWD8=overlap) did not change it, and neither did two such chains per warp (pair
+steps, measured slower on the H200 on 2026-12-06 and removed, see FWD8_MODES).
 
 The FP8 dK/dV kernel (_attn_bwd_dkdv8_hopper_ws_kernel, mxfp8 and nvfp4_fp8) is the triton FP8
 dK/dV kernels' function on their 64 x 64 tiles in one kernel where triton runs two (a dV-only
@@ -121,9 +121,11 @@ LOG2E = 1.4426950408889634
 # FLAMIA_GLUON_FWD="M,N,W,S" overrides it with the plain kernel; "M,N,W,S,ws" runs the
 # warp-specialized forward (_attn_fwd_hopper_ws_kernel: two consumer warpgroups, each its own
 # partition, and a TMA producer warp; M = 128, W = 8 only), "M,N,W,S,pingpong" the same with the
-# two warpgroups taking turns to issue their MMAs, "M,N,W,S,ws_rows" the same without turns and
-# each warpgroup over its own rows' key tiles (_fwd_rows).
-FWD_MODES = ("ws", "pingpong", "persistent", "ws_rows")
+# two warpgroups taking turns to issue their MMAs. (A "ws_rows" mode, each warpgroup over its own
+# rows' key tiles only, was no faster on the H200 (2026-12-06, U(32, 1024) 0.381 vs 0.388 ms
+# forward, bench/results/attention_20261206-0250_NVIDIA_H200.md) and was removed, with the dQ
+# kernel's.)
+FWD_MODES = ("ws", "pingpong", "persistent")
 DEFAULT_CONFIG = (128, 128, 8, 2)
 # Default mode: warp-specialized ("ws"), 4-14% faster than the plain kernel on the H200 and the
 # same bits (bench/results/fwd_variants_20261204_H200.txt); ping-pong turns were not faster.
@@ -139,8 +141,8 @@ def _fwd_setting() -> tuple[tuple[int, int, int, int], str]:
     try:
         m, n, w, st = (int(x) for x in (fields[:4] if mode else fields))
     except ValueError:
-        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}; accepted: M,N,W,S[,ws|,pingpong|,persistent"
-                         "|,ws_rows] e.g. 128,128,8,2 or 128,128,8,2,ws") from None
+        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}; accepted: M,N,W,S[,ws|,pingpong|,persistent]"
+                         " e.g. 128,128,8,2 or 128,128,8,2,ws") from None
     if m != 16 * w or m not in (64, 128) or n not in (64, 128) or st < 2:
         raise ValueError(f"FLAMIA_GLUON_FWD={text!r}: needs M = 16 * W, M and N in (64, 128), "
                          "S >= 2")
@@ -161,8 +163,8 @@ def config() -> tuple[int, int, int, int]:
 
 def fwd_mode() -> str:
     """"" (the plain forward), "ws" or "pingpong" (_attn_fwd_hopper_ws_kernel without / with
-    turns), "ws_rows" (the same without turns, each warpgroup over its own rows' key tiles) or
-    "persistent" (_attn_fwd_hopper_persistent_kernel), from FLAMIA_GLUON_FWD's fifth field."""
+    turns) or "persistent" (_attn_fwd_hopper_persistent_kernel), from FLAMIA_GLUON_FWD's fifth
+    field."""
     return _fwd_setting()[1]
 
 
@@ -260,16 +262,6 @@ def _query_rows(seg_start_ptr, row0, row_end, total, ROWS: gl.constexpr,
     row_ok = offs_m < row_end
     seg_start_m = gl.load(seg_start_ptr + offs_m, mask=row_ok, other=total)
     return offs_m, row_ok, seg_start_m
-
-
-@gluon.jit
-def _warpgroup_key_tiles(seg_start_ptr, row0, total, ROWS: gl.constexpr,
-                         BLOCK_N: gl.constexpr):
-    """Grid tiles: the key tiles of rows row0 .. row0 + ROWS - 1 (one consumer warpgroup's) by
-    themselves (_rows_key_tiles), within their tile's (bench.tile_model counts the steps this
-    saves). Rows past the last token (a last tile's second warpgroup) take the last token's."""
-    return _rows_key_tiles(seg_start_ptr, gl.minimum(row0, total - 1),
-                           gl.minimum(row0 + ROWS, total) - 1, BLOCK_N)
 
 
 @gluon.jit
@@ -427,15 +419,14 @@ def _store_o_lse(acc, m_i, l_i, o_smem, o_desc, lse_ptr, head, stride_lh, offs_m
 
 @gluon.jit
 def _drain_ring(bars, empty, count, STAGES: gl.constexpr, second=None, second_empty=None,
-                third=None, start=0):
+                third=None):
     """A warp-specialized consumer with no rows of its own (doc tiles: its rows all lie past its
     document's end) releases each of the ``count`` ring slots it would have read, once the
     producer has filled it: the slot-empty barriers count both consumers' arrivals, so the other
     consumer's steps go on. bars / empty: the ring's full / empty barriers; second /
     second_empty: a second ring's (the forward's V), or None; third: more full barriers of the
-    same slots (the dK/dV kernel's lse2/delta tiles), or None. start: release the ring's tiles
-    start .. count - 1 only (a consumer that skips some of its tile's key tiles)."""
-    for i in range(start, count):
+    same slots (the dK/dV kernel's lse2/delta tiles), or None."""
+    for i in range(count):
         slot = i % STAGES
         mbarrier.wait(bars.index(slot), (i // STAGES) & 1)
         if second is not None:
@@ -453,28 +444,10 @@ def _fwd_rows(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k
               row_end, key0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr,
               BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
               WARPS: gl.constexpr, WS: gl.constexpr, TURN: gl.constexpr, H_Q: gl.constexpr,
-              DOC_TILES: gl.constexpr, OWN_ROWS: gl.constexpr = False):
+              DOC_TILES: gl.constexpr):
     """_fwd_rows_of; with doc tiles, a warp-specialized consumer (no ping-pong turns to keep)
-    whose rows all lie past the document's end only releases the ring's slots (_drain_ring).
-    OWN_ROWS (grid tiles, warp-specialized, no turns): the consumer runs the key tiles of its
-    own rows only (_warpgroup_key_tiles) and releases the others' slots unread, as _dq_rows
-    does. A skipped key tile is masked for every row of its own: before its rows' first visible
-    key the running state stays (-inf, 0, 0), after its diagonal alpha is 1 and P is 0, so the
-    same values."""
-    if OWN_ROWS:
-        own_lo, own_full_lo, own_full_hi, own_hi = _warpgroup_key_tiles(
-            seg_start_ptr, row0, total, ROWS, BLOCK_N)
-        _drain_ring(k_bars, k_empty, own_lo - lo, STAGES, v_bars, v_empty)
-        _fwd_rows_of(q_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_empty, v_empty, k_desc,
-                     v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh, total, c, head,
-                     kv_col, row0, row_end, key0, own_lo, own_full_lo, own_full_hi, own_hi, ROWS,
-                     BLOCK_N, HEAD_DIM, STAGES, WARPS, WS, TURN, H_Q, DOC_TILES, own_lo - lo)
-        if own_hi < hi:
-            # Its last V slot (never released by a tile's last P V, the program ending there)
-            # comes round again for the tiles after its diagonal.
-            mbarrier.arrive(v_empty.index((own_hi - 1 - lo) % STAGES))
-            _drain_ring(k_bars, k_empty, hi - lo, STAGES, v_bars, v_empty, start=own_hi - lo)
-    elif DOC_TILES and WS and TURN == 0:
+    whose rows all lie past the document's end only releases the ring's slots (_drain_ring)."""
+    if DOC_TILES and WS and TURN == 0:
         if row0 >= row_end:
             mbarrier.wait(q_bar, 0)  # its Q half's TMA load lands before the program ends
             _drain_ring(k_bars, k_empty, hi - lo, STAGES, v_bars, v_empty)
@@ -685,11 +658,11 @@ def _attn_fwd_hopper_ws_kernel(
     stride_lh, total, c, H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, PINGPONG: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DOC_TILES: gl.constexpr,
-    num_warps: gl.constexpr, OWN_ROWS: gl.constexpr = False,
+    num_warps: gl.constexpr,
 ):
     """Grid (Hq, 128-row query tiles in launch order); num_warps = 4 (the default partition);
     q/o descriptors with 64-row blocks (one per consumer), k/v with BLOCK_N rows; o_ptr: O's
-    base (DOC_TILES' partial tiles: _store_rows). OWN_ROWS: see _fwd_rows (not with PINGPONG)."""
+    base (DOC_TILES' partial tiles: _store_rows)."""
     HALF: gl.constexpr = q_desc.block_type.shape[0]
     entry = gl.load(order_ptr + gl.program_id(1))
     if DOC_TILES:
@@ -706,12 +679,12 @@ def _attn_fwd_hopper_ws_kernel(
                      v_empty, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh,
                      total, c, head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi,
                      HALF, BLOCK_N, HEAD_DIM, STAGES, 4, True, 1 if PINGPONG else 0, H_Q,
-                     DOC_TILES, OWN_ROWS)),
+                     DOC_TILES)),
         (_fwd_rows, (q_smem.index(1), q_bars.index(1), k_smem, v_smem, k_bars, v_bars, k_empty,
                      v_empty, k_desc, v_desc, o_desc, o_ptr, lse_ptr, seg_start_ptr, stride_lh,
                      total, c, head, kv_col, start_m + HALF, row_end, key0, lo, full_lo,
                      full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4, True,
-                     2 if PINGPONG else 0, H_Q, DOC_TILES, OWN_ROWS)),
+                     2 if PINGPONG else 0, H_Q, DOC_TILES)),
         (_fwd_ws_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_bars,
                             v_bars, k_empty, v_empty, head, kv_col, start_m, key0, lo, hi,
                             HEAD_DIM, BLOCK_N, STAGES)),
@@ -876,11 +849,11 @@ FWD8_CONSUMER_REGS = 232
 FWD8_PRODUCER_REGS = 40
 # How a step waits for its two MMAs (FLAMIA_GLUON_FWD8, read at every launch): "inflight", the
 # BF16 forward's schedule (softmax of S_n while P'_{n-1} V_{n-1} runs), "overlap" (both
-# waited for, then the softmax and the O update of the step in one stretch of code), or "pair"
-# (two key tiles per step, their softmax and quantization chains side by side: _fwd8_pair).
-FWD8_MODES = ("inflight", "overlap", "pair")
-# Ring slots of the pair mode: the two tiles of a step and the next step's two in flight.
-FWD8_PAIR_STAGES = 4
+# waited for, then the softmax and the O update of the step in one stretch of code). A third
+# mode, "pair" (two key tiles per step, their chains side by side), was measured slower on the
+# H200 (2026-12-06: U(32, 1024) forward 0.98 vs 0.56 ms, one document 2.92 vs 2.69;
+# bench/results/attention_20261206-0250_NVIDIA_H200.md) and removed.
+FWD8_MODES = ("inflight", "overlap")
 
 
 def fwd8_mode() -> str:
@@ -1001,125 +974,15 @@ def _fwd8_step(acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_ba
     return acc, pq, gl.convert_layout(scale, rows_o), m_i, l_i
 
 
-# The pair mode (FLAMIA_GLUON_FWD8=pair). Measured on the H200 (2026-12-04, README), a step of
-# the FP8 forward took about 2600 SM cycles per pair of warpgroup steps against 1154 to issue
-# its instructions and 554 of FP8 MMAs: the step's dependent chain (S's row maximum, the
-# exponentials, P''s row maximum and scaling, the E4M3 cast, the operand shuffle, P' V) bounds
-# it, with two consumer warps per scheduler to hide its latencies; more warps do not fit in the
-# registers. A pair step gives each warp two such chains at once: S_a = Q K_a^T and S_b = Q
-# K_b^T issued together, then the two tiles' softmax and quantization, whose row reductions
-# and exponentials are independent except for the running max (m_b = max(m_a, ...), one
-# instruction per row), so ptxas can interleave them; then P'_a V_a and P'_b V_b from zero
-# accumulators, issued together. Every tile's values and every rounding are those of the
-# triton kernel's step in the same order (O = O * alpha + X * scale per tile, P against that
-# tile's running max): the same bits (GPU test).
-@gluon.jit
-def _fwd8_scores(q_smem, k_smem, k_bars, skv_ptr, s_zero, n, lo, total,
-                 MASKED: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                 s_layout: gl.constexpr):
-    """S_n = Q K_n^T issued (asynchronous) for key tile n, with the tile's sK and sV."""
-    i = n - lo
-    sk, sv = _key_scales8(skv_ptr, n, total, MASKED, BLOCK_N, s_layout)
-    mbarrier.wait(k_bars.index(i % STAGES), (i // STAGES) & 1)
-    s = warpgroup_mma(q_smem, k_smem.index(i % STAGES).permute((1, 0)), s_zero, use_acc=False,
-                      is_async=True)
-    return s, sk, sv
-
-
-@gluon.jit
-def _fwd8_pv(pq, vt_smem, v_bars, o_zero, n, lo, STAGES: gl.constexpr, p_layout: gl.constexpr):
-    """X_n = P'_n V_n issued (asynchronous) from a zero accumulator."""
-    i = n - lo
-    mbarrier.wait(v_bars.index(i % STAGES), (i // STAGES) & 1)
-    return warpgroup_mma(_p8_operand(pq, p_layout), vt_smem.index(i % STAGES).permute((1, 0)),
-                         o_zero, use_acc=False, is_async=True)
-
-
-@gluon.jit
-def _fwd8_single(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, v_empty,
-                 skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total,
-                 MASKED: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                 s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
-    """Key tile n alone (the pair mode's last tile of an odd range), every MMA waited for."""
-    s, sk, sv = _fwd8_scores(q_smem, k_smem, k_bars, skv_ptr, s_zero, n, lo, total, MASKED,
-                             BLOCK_N, STAGES, s_layout)
-    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
-    mbarrier.arrive(k_empty.index((n - lo) % STAGES))
-    p, m_i, l_i, alpha = _softmax_step(s * gl.expand_dims(sk, 0), m_i, l_i, c, offs_m,
-                                       seg_start_m, n, MASKED, BLOCK_N, s_layout, True)
-    pq, scale = _quantize_p8(p, sv)
-    x = _fwd8_pv(pq, vt_smem, v_bars, o_zero, n, lo, STAGES, p_layout)
-    x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
-    mbarrier.arrive(v_empty.index((n - lo) % STAGES))
-    return _o_update(acc, alpha, x, scale, o_layout), m_i, l_i
-
-
-@gluon.jit
-def _o_update(acc, alpha, x, scale, o_layout: gl.constexpr):
-    """O * alpha + X * scale for one key tile (the triton kernel's order; alpha and the P' row
-    scales are powers of two, so one rounding), the row vectors in S's row layout."""
-    rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    return (acc * gl.expand_dims(gl.convert_layout(alpha, rows_o), 1)
-            + x * gl.expand_dims(gl.convert_layout(scale, rows_o), 1))
-
-
-@gluon.jit
-def _fwd8_pair(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, v_empty,
-               skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total,
-               MASKED: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-               s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
-    """Key tiles n and n + 1 in one step (see the comment above)."""
-    s_a, sk_a, sv_a = _fwd8_scores(q_smem, k_smem, k_bars, skv_ptr, s_zero, n, lo, total,
-                                   MASKED, BLOCK_N, STAGES, s_layout)
-    s_b, sk_b, sv_b = _fwd8_scores(q_smem, k_smem, k_bars, skv_ptr, s_zero, n + 1, lo, total,
-                                   MASKED, BLOCK_N, STAGES, s_layout)
-    s_a, s_b = warpgroup_mma_wait(num_outstanding=0, deps=(s_a, s_b))
-    mbarrier.arrive(k_empty.index((n - lo) % STAGES))
-    mbarrier.arrive(k_empty.index((n + 1 - lo) % STAGES))
-    p_a, m_a, l_i, alpha_a = _softmax_step(s_a * gl.expand_dims(sk_a, 0), m_i, l_i, c, offs_m,
-                                           seg_start_m, n, MASKED, BLOCK_N, s_layout, True)
-    p_b, m_i, l_i, alpha_b = _softmax_step(s_b * gl.expand_dims(sk_b, 0), m_a, l_i, c, offs_m,
-                                           seg_start_m, n + 1, MASKED, BLOCK_N, s_layout, True)
-    pq_a, scale_a = _quantize_p8(p_a, sv_a)
-    pq_b, scale_b = _quantize_p8(p_b, sv_b)
-    x_a = _fwd8_pv(pq_a, vt_smem, v_bars, o_zero, n, lo, STAGES, p_layout)
-    x_b = _fwd8_pv(pq_b, vt_smem, v_bars, o_zero, n + 1, lo, STAGES, p_layout)
-    x_a, x_b = warpgroup_mma_wait(num_outstanding=0, deps=(x_a, x_b))
-    mbarrier.arrive(v_empty.index((n - lo) % STAGES))
-    mbarrier.arrive(v_empty.index((n + 1 - lo) % STAGES))
-    acc = _o_update(acc, alpha_a, x_a, scale_a, o_layout)
-    return _o_update(acc, alpha_b, x_b, scale_b, o_layout), m_i, l_i
-
-
-@gluon.jit
-def _fwd8_range(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, v_empty,
-                skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, start, end, lo, total,
-                MASKED: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                s_layout: gl.constexpr, o_layout: gl.constexpr, p_layout: gl.constexpr):
-    """Key tiles start .. end - 1 in pair steps, the last one alone if their count is odd."""
-    for n in range(start, end - 1, 2):
-        acc, m_i, l_i = _fwd8_pair(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars,
-                                   k_empty, v_empty, skv_ptr, s_zero, o_zero, c, offs_m,
-                                   seg_start_m, n, lo, total, MASKED, BLOCK_N, STAGES, s_layout,
-                                   o_layout, p_layout)
-    if (end - start) % 2 == 1:
-        acc, m_i, l_i = _fwd8_single(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars,
-                                     k_empty, v_empty, skv_ptr, s_zero, o_zero, c, offs_m,
-                                     seg_start_m, end - 1, lo, total, MASKED, BLOCK_N, STAGES,
-                                     s_layout, o_layout, p_layout)
-    return acc, m_i, l_i
-
-
 @gluon.jit
 def _fwd8_rows(q_smem, q_bar, o_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, v_empty, o_desc,
                sq_ptr, skv_ptr, lse_ptr, seg_start_ptr, stride_sqh, stride_lh, total, qk_scale,
                head, row0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
                HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr,
-               OVERLAP: gl.constexpr, PAIR: gl.constexpr = False):
+               OVERLAP: gl.constexpr):
     """One consumer warpgroup of the FP8 forward: query rows row0 .. row0 + 63 of ``head``
     (_fwd_rows' structure): O by TMA store through o_smem, lse2 to lse_ptr. QK_K: the MMA's K
-    step of S = Q K^T (32 for E4M3 Q and K, 16 for nvfp4_fp8's bf16-held NVFP4 values). PAIR:
-    two key tiles per step (_fwd8_pair)."""
+    step of S = Q K^T (32 for E4M3 Q and K, 16 for nvfp4_fp8's bf16-held NVFP4 values)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, QK_K])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -1137,61 +1000,46 @@ def _fwd8_rows(q_smem, q_bar, o_smem, k_smem, vt_smem, k_bars, v_bars, k_empty, 
     s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
     o_zero = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
 
-    if PAIR:
-        mbarrier.wait(q_bar, 0)
-        acc, m_i, l_i = _fwd8_range(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars,
-                                    k_empty, v_empty, skv_ptr, s_zero, o_zero, c, offs_m,
-                                    seg_start_m, lo, full_lo, lo, total, True, BLOCK_N, STAGES,
-                                    s_layout, o_layout, p_layout)
-        acc, m_i, l_i = _fwd8_range(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars,
-                                    k_empty, v_empty, skv_ptr, s_zero, o_zero, c, offs_m,
-                                    seg_start_m, full_lo, full_hi, lo, total, False, BLOCK_N,
-                                    STAGES, s_layout, o_layout, p_layout)
-        acc, m_i, l_i = _fwd8_range(acc, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars,
-                                    k_empty, v_empty, skv_ptr, s_zero, o_zero, c, offs_m,
-                                    seg_start_m, full_hi, hi, lo, total, True, BLOCK_N, STAGES,
-                                    s_layout, o_layout, p_layout)
+    # First tile: S, its softmax and P' (O is still 0).
+    sk, sv = _key_scales8(skv_ptr, lo, total, True, BLOCK_N, s_layout)
+    mbarrier.wait(q_bar, 0)
+    mbarrier.wait(k_bars.index(0), 0)
+    s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
+                      is_async=True)
+    s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+    mbarrier.arrive(k_empty.index(0))
+    s = s * gl.expand_dims(sk, 0)
+    if (lo < full_lo) | (lo >= full_hi):
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, True,
+                                           BLOCK_N, s_layout, True)
     else:
-        # First tile: S, its softmax and P' (O is still 0).
-        sk, sv = _key_scales8(skv_ptr, lo, total, True, BLOCK_N, s_layout)
-        mbarrier.wait(q_bar, 0)
-        mbarrier.wait(k_bars.index(0), 0)
-        s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False,
-                          is_async=True)
-        s = warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
-        mbarrier.arrive(k_empty.index(0))
-        s = s * gl.expand_dims(sk, 0)
-        if (lo < full_lo) | (lo >= full_hi):
-            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, True,
-                                               BLOCK_N, s_layout, True)
-        else:
-            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, False,
-                                               BLOCK_N, s_layout, True)
-        pq, p_scale = _quantize_p8(p, sv)
-        p_scale = gl.convert_layout(p_scale, rows_o)
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, c, offs_m, seg_start_m, lo, False,
+                                           BLOCK_N, s_layout, True)
+    pq, p_scale = _quantize_p8(p, sv)
+    p_scale = gl.convert_layout(p_scale, rows_o)
 
-        for n in range(lo + 1, full_lo):
-            acc, pq, p_scale, m_i, l_i = _fwd8_step(
-                acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
-                v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, True,
-                BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
-        for n in range(gl.maximum(lo + 1, full_lo), full_hi):
-            acc, pq, p_scale, m_i, l_i = _fwd8_step(
-                acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
-                v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, False,
-                BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
-        for n in range(gl.maximum(lo + 1, full_hi), hi):
-            acc, pq, p_scale, m_i, l_i = _fwd8_step(
-                acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
-                v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, True,
-                BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
+    for n in range(lo + 1, full_lo):
+        acc, pq, p_scale, m_i, l_i = _fwd8_step(
+            acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
+            v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, True,
+            BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
+    for n in range(gl.maximum(lo + 1, full_lo), full_hi):
+        acc, pq, p_scale, m_i, l_i = _fwd8_step(
+            acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
+            v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, False,
+            BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
+    for n in range(gl.maximum(lo + 1, full_hi), hi):
+        acc, pq, p_scale, m_i, l_i = _fwd8_step(
+            acc, pq, p_scale, m_i, l_i, q_smem, k_smem, vt_smem, k_bars, v_bars, k_empty,
+            v_empty, skv_ptr, s_zero, o_zero, c, offs_m, seg_start_m, n, lo, total, True,
+            BLOCK_N, STAGES, s_layout, o_layout, p_layout, OVERLAP)
 
-        last = (hi - 1 - lo) % STAGES
-        mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
-        x = warpgroup_mma(_p8_operand(pq, p_layout), vt_smem.index(last).permute((1, 0)), o_zero,
-                          use_acc=False, is_async=True)
-        x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
-        acc = acc + x * gl.expand_dims(p_scale, 1)
+    last = (hi - 1 - lo) % STAGES
+    mbarrier.wait(v_bars.index(last), ((hi - 1 - lo) // STAGES) & 1)
+    x = warpgroup_mma(_p8_operand(pq, p_layout), vt_smem.index(last).permute((1, 0)), o_zero,
+                      use_acc=False, is_async=True)
+    x = warpgroup_mma_wait(num_outstanding=0, deps=(x, ))
+    acc = acc + x * gl.expand_dims(p_scale, 1)
 
     _store_o_lse(acc, m_i, l_i, o_smem, o_desc, lse_ptr, head, stride_lh, offs_m, row_ok, row0,
                  total, lse_ptr, 1, HEAD_DIM, o_layout, False)
@@ -1203,7 +1051,7 @@ def _attn_fwd8_hopper_ws_kernel(
     stride_sqh, stride_skh, stride_lh, total, c, H_Q: gl.constexpr, H_KV: gl.constexpr,
     HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr,
-    num_warps: gl.constexpr, PAIR: gl.constexpr = False,
+    num_warps: gl.constexpr,
 ):
     """Grid (Hq, 128-row query tiles in launch order), num_warps = 4 (the default partition).
     q (E4M3, or bf16 for nvfp4_fp8) / o (bf16) descriptors over [T, H * D] with 64-row blocks,
@@ -1225,11 +1073,11 @@ def _attn_fwd8_hopper_ws_kernel(
         (_fwd8_rows, (q_smem.index(0), q_bars.index(0), o_smem.index(0), k_smem, vt_smem, k_bars,
                       v_bars, k_empty, v_empty, o_desc, sq_ptr, skv_ptr, lse_ptr, seg_start_ptr,
                       stride_sqh, stride_lh, total, c, head, start_m, lo, full_lo, full_hi, hi,
-                      HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K, OVERLAP, PAIR)),
+                      HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K, OVERLAP)),
         (_fwd8_rows, (q_smem.index(1), q_bars.index(1), o_smem.index(1), k_smem, vt_smem, k_bars,
                       v_bars, k_empty, v_empty, o_desc, sq_ptr, skv_ptr, lse_ptr, seg_start_ptr,
                       stride_sqh, stride_lh, total, c, head, start_m + HALF, lo, full_lo,
-                      full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K, OVERLAP, PAIR)),
+                      full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, QK_K, OVERLAP)),
         (_fwd_ws_producer, (q_desc, k_desc, vt_desc, q_smem, k_smem, vt_smem, q_bars, k_bars,
                             v_bars, k_empty, v_empty, head, kv_col, start_m, 0, lo, hi,
                             HEAD_DIM, BLOCK_N, STAGES, True)),
@@ -1243,14 +1091,13 @@ def _attn_fwd8_hopper_ws_kernel(
 # 128 queries x 64 keys on 8 warps (the triton dQ kernel's tiles, so the batch plan is shared):
 # S, dP (fp32), dS (bf16) and the dQ accumulator fit in registers; 2 K/V ring slots.
 DQ_CONFIG = (128, 64, 8, 2)
-DQ_MODES = ("ws", "plain", "persistent", "ws_rows")
+DQ_MODES = ("ws", "plain", "persistent")
 
 
 def dq_mode() -> str:
-    """"ws" (default: _attn_bwd_dq_hopper_ws_kernel), "plain" (_attn_bwd_dq_hopper_kernel),
-    "persistent" (_attn_bwd_dq_hopper_persistent_kernel) or "ws_rows" (the warp-specialized
-    kernel, each consumer over its own rows' key tiles, _warpgroup_key_tiles; grid tiles):
-    FLAMIA_GLUON_DQ; read at every launch."""
+    """"ws" (default: _attn_bwd_dq_hopper_ws_kernel), "plain" (_attn_bwd_dq_hopper_kernel) or
+    "persistent" (_attn_bwd_dq_hopper_persistent_kernel): FLAMIA_GLUON_DQ; read at every
+    launch."""
     mode = os.environ.get("FLAMIA_GLUON_DQ", "ws")
     if mode not in DQ_MODES:
         raise ValueError(f"FLAMIA_GLUON_DQ={mode!r}; accepted: {DQ_MODES}")
@@ -1305,25 +1152,10 @@ def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k
              head, kv_col, row0, row_end, key0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr,
              BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
              WARPS: gl.constexpr, WS: gl.constexpr, H_Q: gl.constexpr,
-             DOC_TILES: gl.constexpr, OWN_ROWS: gl.constexpr = False):
+             DOC_TILES: gl.constexpr):
     """_dq_rows_of; with doc tiles, a warp-specialized consumer whose rows all lie past the
-    document's end only releases the ring's slots (_drain_ring). OWN_ROWS (grid tiles, warp-
-    specialized): the consumer runs the key tiles of its own rows only (_warpgroup_key_tiles)
-    and releases the others' slots unread; the steps it skips would add exact zeros (every key
-    in them is masked for every row of its own)."""
-    if OWN_ROWS:
-        own_lo, own_full_lo, own_full_hi, own_hi = _warpgroup_key_tiles(
-            seg_start_ptr, row0, total, ROWS, BLOCK_N)
-        # Ring tiles 0 .. own_lo - lo - 1 first: key tile n is still the ring's tile n - lo
-        # (base = own_lo - lo in _dq_rows_of).
-        _drain_ring(k_bars, kv_empty, own_lo - lo, STAGES, v_bars)
-        _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
-                    v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total,
-                    c, sm_scale, head, kv_col, row0, row_end, key0, own_lo, own_full_lo,
-                    own_full_hi, own_hi, ROWS, BLOCK_N, HEAD_DIM, STAGES, WARPS, WS, H_Q,
-                    DOC_TILES, own_lo - lo)
-        _drain_ring(k_bars, kv_empty, hi - lo, STAGES, v_bars, start=own_hi - lo)
-    elif DOC_TILES and WS:
+    document's end only releases the ring's slots (_drain_ring)."""
+    if DOC_TILES and WS:
         if row0 >= row_end:
             mbarrier.wait(q_bar, 0)  # its Q and dO halves land before the program ends
             _drain_ring(k_bars, kv_empty, hi - lo, STAGES, v_bars)
@@ -1471,12 +1303,11 @@ def _attn_bwd_dq_hopper_ws_kernel(
     seg_end_ptr, order_ptr, stride_lh, total, c, sm_scale, H_Q: gl.constexpr,
     H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DOC_TILES: gl.constexpr,
-    num_warps: gl.constexpr, OWN_ROWS: gl.constexpr = False,
+    num_warps: gl.constexpr,
 ):
     """_attn_bwd_dq_hopper_kernel's function with warp specialization; grid (Hq, 128-row query
     tiles in launch order), num_warps = 4 (the default partition); q/do/dq descriptors with
-    64-row blocks (one per consumer), k/v with BLOCK_N rows. OWN_ROWS (FLAMIA_GLUON_DQ=ws_rows,
-    grid tiles): each consumer over its own rows' key tiles (_dq_rows)."""
+    64-row blocks (one per consumer), k/v with BLOCK_N rows."""
     HALF: gl.constexpr = q_desc.block_type.shape[0]
     entry = gl.load(order_ptr + gl.program_id(1))
     if DOC_TILES:
@@ -1502,12 +1333,12 @@ def _attn_bwd_dq_hopper_ws_kernel(
                     v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr,
                     seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col, start_m,
                     row_end, key0, lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4,
-                    True, H_Q, DOC_TILES, OWN_ROWS)),
+                    True, H_Q, DOC_TILES)),
         (_dq_rows, (q_smem.index(1), do_smem.index(1), q_bars.index(1), k_smem, v_smem, k_bars,
                     v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr,
                     seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col, start_m + HALF,
                     row_end, key0, lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4,
-                    True, H_Q, DOC_TILES, OWN_ROWS)),
+                    True, H_Q, DOC_TILES)),
         (_dq_ws_producer, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem,
                            v_smem, k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo, hi,
                            HEAD_DIM, BLOCK_N, STAGES)),
@@ -2432,9 +2263,8 @@ def _dkdv8_ds_step(dk, dsq, ds_scale, v_smem, do_smem, qt_smem, do_bars, qdo_emp
     return dk, dsq, gl.convert_layout(scale, rows)
 
 
-# The pair schedule (FLAMIA_GLUON_DKDV8=S,pair): each partition runs two query tiles per step,
-# as the FP8 forward's pair steps do (_fwd8_pair): both first MMAs issued together, the two
-# tiles' element-wise chains (exponentials, P^T's hand-off, the row maxima and scaling of P'^T
+# The pair schedule (FLAMIA_GLUON_DKDV8=S,pair): each partition runs two query tiles per step:
+# both first MMAs issued together, the two tiles' element-wise chains (exponentials, P^T's hand-off, the row maxima and scaling of P'^T
 # or dS'^T) side by side, then both last MMAs from zero accumulators, added in pair order. Both
 # partitions pair the same tiles (each query head's masked, unmasked, masked ranges, an odd
 # range's last tile alone), so a step waits only for the other partition's previous steps: no
@@ -2885,18 +2715,13 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse, s
             PRODUCER_REGS=WS_PRODUCER_REGS, num_warps=4)
         return o, lse
     if mode:
-        if mode == "ws_rows" and doc_tiles:
-            raise ValueError("FLAMIA_GLUON_FWD=...,ws_rows runs grid tiles only (a doc tile's "
-                             "rows are one document's already); unset FLAMIA_TILES=doc or "
-                             "choose another forward")
         half = block_m // 2
         _attn_fwd_hopper_ws_kernel[grid](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
             _rows_view(o, half), o, lse, seg_start, seg_end, order_fwd, lse.stride(0), total,
             softmax_scale * LOG2E, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n,
             STAGES=stages, PINGPONG=mode == "pingpong", CONSUMER_REGS=WS_CONSUMER_REGS,
-            PRODUCER_REGS=WS_PRODUCER_REGS, DOC_TILES=doc_tiles, num_warps=4,
-            OWN_ROWS=mode == "ws_rows")
+            PRODUCER_REGS=WS_PRODUCER_REGS, DOC_TILES=doc_tiles, num_warps=4)
         return o, lse
     _attn_fwd_hopper_kernel[grid](
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
@@ -2939,16 +2764,13 @@ def attention_fwd8_hopper(q8, k8, vt8, sq, skv, seg_start, order_fwd, softmax_sc
     assert skv.shape == (hkv, total, 2) and skv.is_contiguous(), "skv: contiguous [Hkv, T, 2]"
     block_m, block_n, _, stages = FWD8_CONFIG
     mode = fwd8_mode()
-    if mode == "pair":
-        stages = FWD8_PAIR_STAGES
     half = block_m // 2
     _attn_fwd8_hopper_ws_kernel[(hq, order_fwd.numel())](
         _rows_view(q8, half), _rows_view(k8, block_n), _token_major_view(vt8, block_n),
         _rows_view(o, half), sq, skv, lse, seg_start, order_fwd, sq.stride(0), skv.stride(0),
         lse.stride(0), total, softmax_scale * LOG2E, H_Q=hq, H_KV=hkv, HEAD_DIM=d,
         BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=FWD8_CONSUMER_REGS,
-        PRODUCER_REGS=FWD8_PRODUCER_REGS, OVERLAP=mode == "overlap", PAIR=mode == "pair",
-        num_warps=4)
+        PRODUCER_REGS=FWD8_PRODUCER_REGS, OVERLAP=mode == "overlap", num_warps=4)
     return o, lse
 
 
@@ -2979,12 +2801,7 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
             STAGES=stages,
             CONSUMER_REGS=DQ_WS_CONSUMER_REGS, PRODUCER_REGS=DQ_WS_PRODUCER_REGS, num_warps=4)
         return dq
-    if dq_mode() in ("ws", "ws_rows"):
-        own_rows = dq_mode() == "ws_rows"
-        if own_rows and doc_tiles:
-            raise ValueError("FLAMIA_GLUON_DQ=ws_rows runs grid tiles only (a doc tile's rows "
-                             "are one document's already); unset FLAMIA_TILES=doc or choose "
-                             "another dQ kernel")
+    if dq_mode() == "ws":
         half = block_m // 2
         _attn_bwd_dq_hopper_ws_kernel[(hq, order_dq.numel())](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
@@ -2992,7 +2809,7 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
             order_dq, lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq,
             H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages,
             CONSUMER_REGS=DQ_WS_CONSUMER_REGS, PRODUCER_REGS=DQ_WS_PRODUCER_REGS,
-            DOC_TILES=doc_tiles, num_warps=4, OWN_ROWS=own_rows)
+            DOC_TILES=doc_tiles, num_warps=4)
         return dq
     _attn_bwd_dq_hopper_kernel[(hq, order_dq.numel())](
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
