@@ -37,6 +37,7 @@
 #   queue: written 2026-12-05 (sixth session, no GPU): the persistent kernels with a work queue:
 #          GPU tests, each kernel alone, quick benchmark (~8 min)
 #   gputests: the whole GPU tier, four pytest processes side by side (~9 min)
+#   short: the short-document forward picked from max_seqlen: GPU tests, quick benchmark (~6 min)
 # Run on 2026-12-06 (H200): the former 'next' phase (GPU tests of the own-rows, work-queue and
 # pair-step kernels, 54 passed; one quick benchmark of their providers), then the full grid; the
 # own-rows and FP8 forward pair-step modes were no faster and are removed (README, Performance).
@@ -378,6 +379,21 @@ order)  # written 2026-12-05 (fifth session) after shortdocs found the short-doc
     --dist u32_1024 > $OUT/ncu_order.txt 2>&1
   grep -E "^  [a-zA-Z_]|Duration|DRAM Throughput|L2 Hit Rate|Memory Throughput" \
     $OUT/ncu_order.txt | cut -c1-100
+  ;;
+short)  # 2026-12-06: the short-document forward (64-wide key tiles, persistent, picked from
+       # max_seqlen; kernels.attention.fwd_short_docs): GPU tests side by side (its own test,
+       # the forward variants it joins, probes, the ops and API), then one quick benchmark (at
+       # most 200 + 170 s)
+  tier short 200 tests/test_kernels_hopper.py -k "short_documents or forward_is_the_plain" &
+  tier leaks 200 tests/test_kernels_hopper.py -k "gluon_kernels_do_not_leak" &
+  tier api 200 tests/test_kernels.py tests/test_api.py &
+  tier fp8_ops 200 tests/test_kernels_fp8.py -k "eager or opcheck" &
+  wait
+  tier_report
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 170 python -m bench.attention --quick --profile --dists \
+    u32_1024 u128_4096 lognormal_1k equal_2k one_doc --providers flamia-bf16 cudnn-thd \
+    --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| " $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2,6-9,13
   ;;
 gputests)  # the whole GPU tier in one call: four pytest processes side by side on the one GPU
           # (compiling kernels is most of their time, and the machine has 16 cores), each with

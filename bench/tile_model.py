@@ -119,7 +119,7 @@ def model(lengths, fwd, dkdv, dq):
     rows = {}
     for mode in K.TILE_MODES:
         with mock.patch.dict(os.environ, {"FLAMIA_TILES": mode}), \
-                mock.patch.object(K, "fwd_blocks", lambda d, fp8=False: fwd), \
+                mock.patch.object(K, "fwd_blocks", lambda d, fp8=False, short_docs=False: fwd), \
                 mock.patch.object(K, "bwd_blocks", lambda d, fp8=False: dkdv), \
                 mock.patch.object(K, "dq_blocks", lambda d, fp8=False: dq):
             plan = ops.batch_plan(cu, total, 128)
@@ -137,7 +137,7 @@ def model(lengths, fwd, dkdv, dq):
     rows["persistent"] = {}
     for order in K.ORDER_MODES:  # the persistent forward's dealing, 132 programs (an H100 / H200)
         with mock.patch.dict(os.environ, {"FLAMIA_ORDER": order}), \
-                mock.patch.object(K, "fwd_blocks", lambda d, fp8=False: fwd):
+                mock.patch.object(K, "fwd_blocks", lambda d, fp8=False, short_docs=False: fwd):
             plan = ops.batch_plan(cu, total, 128)
         rows["persistent"][order] = persistent_loads(
             forward_items(plan.order_fwd, plan.seg_start, total, *fwd, 16), 132)

@@ -1,18 +1,20 @@
 """Triton attention as ``torch.library`` custom ops, with autograd and fake (meta) kernels.
 
-    flamia::attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, recipe) -> (o, lse2)
+    flamia::attention_fwd(q, k, v, seg_start, seg_end, order_fwd, order_dkdv, order_dq,
+                          softmax_scale, recipe, short_docs) -> (o, lse2)
     flamia::attention_bwd(do, q, k, v, o, lse2, seg_start, seg_end, order_dkdv, order_dq,
                           softmax_scale, recipe) -> (dq, dk, dv)                      (bf16)
     flamia::attention_fwd_fp8 / attention_bwd_fp8: the same for mxfp8 and nvfp4_fp8, with the
         fused quantizers inside; the forward also returns the quantized tensors it saves
         (data and scales of Q, K, V, K's and V's scales packed as [Hkv, T, 2] rows: about
         0.64x the bytes the bf16 op saves, see bench/activation_memory.py)
-    flamia::batch_plan(cu_seqlens, total, head_dim, fp8, dq_fused, doc_tiles, order): the per-batch
-        scheduling tensors (the FP8 kernels use other tile shapes than the BF16 ones, so their
-        launch orders differ; dq_fused: the dK/dV order of FLAMIA_DQ=fused,
+    flamia::batch_plan(cu_seqlens, total, head_dim, fp8, dq_fused, doc_tiles, order, short_docs):
+        the per-batch scheduling tensors (the FP8 kernels use other tile shapes than the BF16
+        ones, so their launch orders differ; dq_fused: the dK/dV order of FLAMIA_DQ=fused,
         _ordered_longest_first; doc_tiles: orders of tiles that start at document starts,
         FLAMIA_TILES=doc, see kernels.attention.doc_tiles; order: FLAMIA_ORDER, see
-        kernels.attention.launch_order)
+        kernels.attention.launch_order; short_docs: the forward's short-document tiles, see
+        kernels.attention.fwd_short_docs)
 
 Eager calls (not under torch.compile) run the same forward and backward functions through a
 plain torch.autograd.Function (_EagerAttention), without torch.library's dispatch: host time
@@ -50,9 +52,12 @@ FP8_RECIPES = ("mxfp8", "nvfp4_fp8")
 class BatchPlan:
     """Per-batch scheduling tensors, all int32 on the inputs' device."""
 
-    def __init__(self, seg_start, seg_end, order_fwd, order_dkdv, order_dq):
+    def __init__(self, seg_start, seg_end, order_fwd, order_dkdv, order_dq, short_docs=False):
         self.seg_start, self.seg_end = seg_start, seg_end
         self.order_fwd, self.order_dkdv, self.order_dq = order_fwd, order_dkdv, order_dq
+        # The forward's tiles (kernels.attention.fwd_short_docs): order_fwd is built for them,
+        # so the forward must be launched with the same flag.
+        self.short_docs = short_docs
 
 
 def _query_tile_range(seg_start, total, block_m, block_n):
@@ -152,7 +157,7 @@ def _doc_key_tiles(cu, total, block_m, block_n, mode):
 @torch.library.custom_op("flamia::batch_plan", mutates_args=())
 def _batch_plan_op(
     cu_seqlens: torch.Tensor, total: int, head_dim: int, fp8: bool, dq_fused: bool,
-    doc_tiles: bool = False, order: str = "grouped",
+    doc_tiles: bool = False, order: str = "grouped", short_docs: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """An opaque op, so that torch.compile treats the plan as one call (inductor need not lower
     searchsorted / stable argsort). doc_tiles: orders of doc tiles' first rows
@@ -163,7 +168,7 @@ def _batch_plan_op(
     seg = torch.searchsorted(cu[1:], tokens, right=True)
     seg_start = cu[seg]
     seg_end = cu[seg + 1]
-    fm, fn = K.fwd_blocks(head_dim, fp8)
+    fm, fn = K.fwd_blocks(head_dim, fp8, short_docs)
     bm, bn = K.bwd_blocks(head_dim, fp8)
     qm, qn = K.dq_blocks(head_dim, fp8)
     if doc_tiles:
@@ -192,35 +197,39 @@ def _batch_plan_op(
 
 
 @_batch_plan_op.register_fake
-def _(cu_seqlens, total, head_dim, fp8, dq_fused, doc_tiles=False, order="grouped"):
+def _(cu_seqlens, total, head_dim, fp8, dq_fused, doc_tiles=False, order="grouped",
+      short_docs=False):
     # Doc tiles: one slot more per document (_doc_tiles).
     n_tiles = lambda block: -(-total // block) + (cu_seqlens.shape[0] - 1 if doc_tiles else 0)
     i32 = lambda n: cu_seqlens.new_empty((n,), dtype=torch.int32)
-    return (i32(total), i32(total), i32(n_tiles(K.fwd_blocks(head_dim, fp8)[0])),
+    return (i32(total), i32(total), i32(n_tiles(K.fwd_blocks(head_dim, fp8, short_docs)[0])),
             i32(n_tiles(K.bwd_blocks(head_dim, fp8)[1])),
             i32(n_tiles(K.dq_blocks(head_dim, fp8)[0])))
 
 
-def batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int,
-               fp8: bool = False) -> BatchPlan:
-    """The plan for the BF16 kernels, or for the FP8 kernels (fp8=True)."""
+def batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int, fp8: bool = False,
+               short_docs: bool = False) -> BatchPlan:
+    """The plan for the BF16 kernels, or for the FP8 kernels (fp8=True); short_docs: for the
+    forward's short-document tiles (kernels.attention.fwd_short_docs)."""
     return BatchPlan(*_batch_plan_op(cu_seqlens, total, head_dim, fp8, K.dq_fused(fp8),
-                                     K.doc_tiles(fp8), K.launch_order()))
+                                     K.doc_tiles(fp8), K.launch_order(), short_docs),
+                     short_docs=short_docs)
 
 
 _plans = TensorCache()
 
 
 def cached_batch_plan(cu_seqlens: torch.Tensor, total: int, head_dim: int,
-                      fp8: bool = False) -> BatchPlan:
+                      fp8: bool = False, short_docs: bool = False) -> BatchPlan:
     """``batch_plan``, once per cu_seqlens tensor (see flamia._tensor_cache)."""
     if torch.compiler.is_compiling():
-        return batch_plan(cu_seqlens, total, head_dim, fp8)
-    key = (total, head_dim, fp8, K.plan_blocks(head_dim, fp8), K.dq_fused(fp8),
-           K.doc_tiles(fp8), K.launch_order())
+        return batch_plan(cu_seqlens, total, head_dim, fp8, short_docs)
+    key = (total, head_dim, fp8, K.plan_blocks(head_dim, fp8, short_docs), K.dq_fused(fp8),
+           K.doc_tiles(fp8), K.launch_order(), short_docs)
     plan = _plans.get(cu_seqlens, key)
     if plan is None:
-        plan = _plans.put(cu_seqlens, key, batch_plan(cu_seqlens, total, head_dim, fp8))
+        plan = _plans.put(cu_seqlens, key,
+                          batch_plan(cu_seqlens, total, head_dim, fp8, short_docs))
     return plan
 
 
@@ -241,12 +250,13 @@ def _check_recipe(recipe: str, accepted=TRITON_RECIPES):
 def _fwd_bf16(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg_start: torch.Tensor,
     seg_end: torch.Tensor, order_fwd: torch.Tensor, order_dkdv: torch.Tensor,
-    order_dq: torch.Tensor, softmax_scale: float, recipe: str,
+    order_dq: torch.Tensor, softmax_scale: float, recipe: str, short_docs: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(o, lse2). The backward's plan tensors are inputs too, so that the autograd formula
-    registered below receives them."""
+    registered below receives them. short_docs: the plan's (BatchPlan.short_docs)."""
     _check_recipe(recipe, ("bf16",))
-    return K.attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, seg_end=seg_end)
+    return K.attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, seg_end=seg_end,
+                           short_docs=short_docs)
 
 
 def _bwd_bf16(
@@ -264,7 +274,8 @@ attention_bwd = torch.library.custom_op("flamia::attention_bwd", mutates_args=()
 
 
 @attention_fwd.register_fake
-def _(q, k, v, seg_start, seg_end, order_fwd, order_dkdv, order_dq, softmax_scale, recipe):
+def _(q, k, v, seg_start, seg_end, order_fwd, order_dkdv, order_dq, softmax_scale, recipe,
+      short_docs=False):
     return torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
 
 
@@ -283,17 +294,19 @@ def _save(ctx, saved, softmax_scale, recipe):
 
 
 def _gradients(ctx, do, bwd, o_index):
-    """(dq, dk, dv) and None for the other inputs: bwd(dO, *saved, scale, recipe); dO None when
-    O did not reach the loss (grads are not materialized, see _save)."""
+    """(dq, dk, dv) and None for the other inputs (ctx.n_inputs in all): bwd(dO, *saved,
+    scale, recipe); dO None when O did not reach the loss (grads are not materialized, see
+    _save)."""
     saved = ctx.saved_tensors
     if do is None:
         do = torch.zeros_like(saved[o_index])
     dq, dk, dv = bwd(do.contiguous(), *saved, ctx.softmax_scale, ctx.recipe)
-    return dq, dk, dv, None, None, None, None, None, None, None
+    return (dq, dk, dv) + (None, ) * (ctx.n_inputs - 3)
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, seg_start, seg_end, _, order_dkdv, order_dq, softmax_scale, recipe = inputs
+    q, k, v, seg_start, seg_end, _, order_dkdv, order_dq, softmax_scale, recipe = inputs[:10]
+    ctx.n_inputs = len(inputs)
     o, lse = output
     ctx.mark_non_differentiable(lse)
     _save(ctx, (q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq), softmax_scale, recipe)
@@ -318,11 +331,13 @@ attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 def _fwd_fp8(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg_start: torch.Tensor,
     seg_end: torch.Tensor, order_fwd: torch.Tensor, order_dkdv: torch.Tensor,
-    order_dq: torch.Tensor, softmax_scale: float, recipe: str,
+    order_dq: torch.Tensor, softmax_scale: float, recipe: str, short_docs: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
            torch.Tensor]:
     """(o, lse2, q8, sq, k8, v8, skv): the output and what the backward reads; skv [Hkv, T, 2]
-    holds K's and V's per-token scales (written by quantize_qkv)."""
+    holds K's and V's per-token scales (written by quantize_qkv). short_docs: the BF16
+    forward's tile choice (always False for the FP8 recipes, whose key tiles are the recipe's
+    P' groups); an argument here so that both forward ops take the same arguments."""
     _check_recipe(recipe, FP8_RECIPES)
     # One launch for the three quantizers (the host's launch time shows on short documents).
     q8, sq, k8, v8, vt8, skv = quantize_qkv(q, k, v, qk_nvfp4=recipe == "nvfp4_fp8")
@@ -353,7 +368,8 @@ attention_bwd_fp8 = torch.library.custom_op("flamia::attention_bwd_fp8", mutates
 
 
 @attention_fwd_fp8.register_fake
-def _(q, k, v, seg_start, seg_end, order_fwd, order_dkdv, order_dq, softmax_scale, recipe):
+def _(q, k, v, seg_start, seg_end, order_fwd, order_dkdv, order_dq, softmax_scale, recipe,
+      short_docs=False):
     from .kernels.quantize import FP8_STORAGE
 
     total, hq, d = q.shape
@@ -374,7 +390,8 @@ def _(do, o, lse, q8, sq, k8, v8, skv, seg_start, seg_end, order_dkdv, order_dq,
 
 
 def _setup_context_fp8(ctx, inputs, output):
-    _, _, _, seg_start, seg_end, _, order_dkdv, order_dq, softmax_scale, recipe = inputs
+    _, _, _, seg_start, seg_end, _, order_dkdv, order_dq, softmax_scale, recipe = inputs[:10]
+    ctx.n_inputs = len(inputs)
     o, lse, q8, sq, k8, v8, skv = output
     ctx.mark_non_differentiable(lse, q8, sq, k8, v8, skv)
     _save(ctx, (o, lse, q8, sq, k8, v8, skv, seg_start, seg_end, order_dkdv, order_dq),
@@ -397,10 +414,11 @@ class _EagerAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, seg_start, seg_end, order_fwd, order_dkdv, order_dq,
-                softmax_scale, recipe):
+                softmax_scale, recipe, short_docs):
         args = (q, k, v, seg_start, seg_end, order_fwd, order_dkdv, order_dq, softmax_scale,
-                recipe)
+                recipe, short_docs)
         ctx.fp8 = recipe in FP8_RECIPES
+        ctx.n_inputs = len(args)
         if ctx.fp8:
             o, *saved = _fwd_fp8(*args)
             saved = (o, *saved, seg_start, seg_end, order_dkdv, order_dq)
@@ -420,11 +438,14 @@ def triton_attention(q, k, v, cu_seqlens, max_seqlen, recipe, softmax_scale):
     _check_recipe(recipe)
     total, _, d = q.shape
     scale = float(softmax_scale) if softmax_scale is not None else d**-0.5
-    plan = cached_batch_plan(cu_seqlens, total, d, recipe in FP8_RECIPES)
+    fp8 = recipe in FP8_RECIPES
+    # max_seqlen (a host int, as in FlashAttention's varlen API) picks the forward's tiles
+    short_docs = K.fwd_short_docs(max_seqlen, d, fp8)
+    plan = cached_batch_plan(cu_seqlens, total, d, fp8, short_docs)
     args = (q, k, v, plan.seg_start, plan.seg_end, plan.order_fwd, plan.order_dkdv,
-            plan.order_dq, scale, recipe)
+            plan.order_dq, scale, recipe, short_docs)
     if not torch.compiler.is_compiling():
         return _EagerAttention.apply(*args)
-    if recipe in FP8_RECIPES:
+    if fp8:
         return attention_fwd_fp8(*args)[0]
     return attention_fwd(*args)[0]

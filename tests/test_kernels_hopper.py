@@ -131,6 +131,89 @@ def test_gluon_forward_config_is_checked(monkeypatch):
             H.config()
 
 
+def test_short_documents_pick_the_forward_tiles(monkeypatch):
+    """kernels.attention.fwd_short_docs: the BF16 Gluon forward at D = 128 on grid tiles takes
+    the short-document tiles (64-wide key tiles, persistent) when max_seqlen is at most
+    SHORT_DOCS_MAX_SEQLEN, and not for longer documents, other head dims, the FP8 recipes, doc
+    tiles or an explicit FLAMIA_GLUON_FWD (which wins). The batch plan follows the flag: its
+    forward order is the one of the explicit setting's tiles, and the flag is part of the plan
+    cache's key. CPU, the kernel choice stubbed to "gluon" (no launch)."""
+    from flamia import ops
+    from flamia.kernels import attention_hopper as H
+    monkeypatch.setattr(K, "fwd_kernel", lambda fp8=False: "triton" if fp8 else "gluon")
+    monkeypatch.delenv("FLAMIA_GLUON_FWD", raising=False)
+    monkeypatch.setenv("FLAMIA_TILES", "grid")
+    limit = H.SHORT_DOCS_MAX_SEQLEN
+    assert K.fwd_short_docs(limit, 128) and K.fwd_short_docs(1, 128)
+    assert not K.fwd_short_docs(limit + 1, 128)
+    assert not K.fwd_short_docs(limit, 64)
+    assert not K.fwd_short_docs(limit, 128, fp8=True)
+    assert H.config(True) == H.SHORT_DOCS_CONFIG and H.fwd_mode(True) == H.SHORT_DOCS_MODE
+    assert H.config(False) == H.DEFAULT_CONFIG and H.fwd_mode(False) == H.DEFAULT_MODE
+    assert K.fwd_blocks(128, short_docs=True) == H.SHORT_DOCS_CONFIG[:2] != H.DEFAULT_CONFIG[:2]
+
+    lengths = [1, 31, 33, 63, 65, 127, 129, 255, 257, 511, 513, 1000, 1024]
+    total = sum(lengths)
+    cu = _cu(lengths, "cpu")
+    short = ops.cached_batch_plan(cu, total, 128, short_docs=True)
+    assert short is ops.cached_batch_plan(cu, total, 128, short_docs=True)
+    default = ops.cached_batch_plan(cu, total, 128)  # the flag is part of the cache key
+    assert short.short_docs and not default.short_docs
+    setting = ",".join(map(str, H.SHORT_DOCS_CONFIG)) + "," + H.SHORT_DOCS_MODE
+    monkeypatch.setenv("FLAMIA_GLUON_FWD", setting)
+    explicit = ops.batch_plan(cu, total, 128)
+    assert torch.equal(short.order_fwd, explicit.order_fwd)
+    # 64-wide key tiles group the query tiles of these documents otherwise than 128-wide ones
+    assert not torch.equal(short.order_fwd, default.order_fwd)
+    monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,2,ws")
+    assert not K.fwd_short_docs(limit, 128)  # an explicit setting wins
+    assert H.config(True) == (128, 128, 8, 2) and H.fwd_mode(True) == "ws"
+    monkeypatch.delenv("FLAMIA_GLUON_FWD")
+    monkeypatch.setenv("FLAMIA_TILES", "doc")
+    assert not K.fwd_short_docs(limit, 128)  # the persistent forward runs grid tiles only
+
+
+SHORT_LENGTHS = [1, 31, 33, 63, 65, 127, 129, 255, 257, 511, 513, 1000, 1024]  # off the grid
+
+
+@pytest.mark.gpu
+@hopper
+def test_short_documents_forward(poisoned, monkeypatch):
+    """flamia.attention with max_seqlen at most SHORT_DOCS_MAX_SEQLEN runs the short-document
+    forward: O and the gradients are the bits of the same call with that setting asked for in
+    FLAMIA_GLUON_FWD, they satisfy the FlashAttention rule against float64 (every element
+    written: poisoned outputs), and the probes report exactly 0 through the automatic path."""
+    from test_reference import naive_attention
+
+    from flamia.kernels import attention_hopper as H
+    from flamia.reference import exact_attention
+
+    monkeypatch.delenv("FLAMIA_GLUON_FWD", raising=False)
+    longest, total = max(SHORT_LENGTHS), sum(SHORT_LENGTHS)
+    assert K.fwd_short_docs(longest, 128)
+    short = lambda q, k, v, cu: flamia.attention(q, k, v, cu, longest, recipe="bf16",
+                                                 impl="triton")
+    cu = _cu(SHORT_LENGTHS, "cuda")
+    q, k, v, do = rand_qkvdo(total, 8, 2, 128, seed=5, device="cuda")
+    auto = attention_forward_backward(short, q, k, v, do, cu)
+    ref = attention_forward_backward(exact_attention, q, k, v, do.double(), cu)
+    torch_bf16 = attention_forward_backward(naive_attention, q, k, v, do, cu)
+    for name, a, b, r in zip("O dQ dK dV".split(), auto, torch_bf16, ref):
+        assert torch.isfinite(a).all(), f"{name}: non-finite (unwritten?) elements"
+        err = (a.double() - r).abs().max().item()
+        base = (b.double() - r).abs().max().item()
+        assert err <= 2 * base + 1e-5, f"{name}: max err {err} > 2 * {base} + 1e-5"
+    res = probe_attention(short, q, k, v, cu, do, max_targets=3)
+    for r in res.values():
+        assert r.n_compared > 0
+        assert r.max_abs_delta == 0.0, str(r)
+    monkeypatch.setenv("FLAMIA_GLUON_FWD",
+                       ",".join(map(str, H.SHORT_DOCS_CONFIG)) + "," + H.SHORT_DOCS_MODE)
+    explicit = attention_forward_backward(short, q, k, v, do, cu)
+    for name, a, b in zip("O dQ dK dV".split(), auto, explicit):
+        assert torch.equal(a, b), name
+
+
 def test_persistent_kernels_take_grid_tiles_only(monkeypatch):
     """The persistent forward and dQ kernels refuse doc tiles
     (FLAMIA_TILES=doc) with the reason and the way out, before anything is compiled or launched
@@ -247,13 +330,15 @@ def test_gluon_forward_matches_triton_forward(lengths, hq, hkv, d, monkeypatch):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("mode,stages", [("ws", 2), ("ws", 3), ("pingpong", 2),
-                                         ("persistent", 2)])
+@pytest.mark.parametrize("block_n,mode,stages", [(128, "ws", 2), (128, "ws", 3),
+                                                 (128, "pingpong", 2), (128, "persistent", 2),
+                                                 (64, "persistent", 2)])
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128)])
-def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, mode, stages,
+def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, block_n, mode, stages,
                                                        poisoned, monkeypatch):
-    """FLAMIA_GLUON_FWD=128,128,8,S,ws|pingpong|persistent: the same MMAs and softmax steps for
-    every row as the plain Gluon forward (only who issues the loads, when slots are released, in
+    """FLAMIA_GLUON_FWD=128,N,8,S,ws|pingpong|persistent: the same MMAs and softmax steps for
+    every row as the plain Gluon forward on the same tiles (N = 64: the short-document setting,
+    attention_hopper.SHORT_DOCS_CONFIG) (only who issues the loads, when slots are released, in
     which order the warpgroups issue their MMAs and, persistent, which program runs which tiles
     through one ring differ), so O and lse2 are the same bits; every element written (poisoned
     outputs). The persistent programs run several tiles each (every case has more work items,
@@ -263,7 +348,7 @@ def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, mode
     q, k, v, _ = rand_qkvdo(sum(lengths), hq, hkv, d, seed=7, device="cuda")
     monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")
     outs = {}
-    for setting in ("128,128,8,2", f"128,128,8,{stages},{mode}"):
+    for setting in (f"128,{block_n},8,2", f"128,{block_n},8,{stages},{mode}"):
         monkeypatch.setenv("FLAMIA_GLUON_FWD", setting)
         plan = flamia.ops.batch_plan(cu, q.shape[0], d)
         outs[setting] = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
@@ -461,6 +546,7 @@ def test_doc_tiles_gluon(lengths, hq, hkv, d, poisoned, monkeypatch):
     ("separate", "128,128,8,2,ws", "2,0,ws", "ws"),
     ("separate", "128,128,8,2,pingpong", "3,0,ws", "ws"),
     ("separate", "128,128,8,2,persistent", "2,0,ws,tma", "persistent"),
+    ("separate", "128,64,8,2,persistent", "2,0,ws,tma", "ws"),
     ("separate", "128,128,8,2,ws", "2,0,ws,tma", "ws"),
     ("separate", "128,128,8,2,ws", "2,0,ws,doc", "ws"),
     ("separate", "128,128,8,2", "2,0,ws,tma,doc", "plain")])

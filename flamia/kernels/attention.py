@@ -199,10 +199,24 @@ def _gluon_fp8_mma() -> str | None:
         "FLAMIA_FWD_KERNEL / FLAMIA_DKDV_KERNEL = gluon: FLAMIA_FP8_MMA=fast (or unset on Hopper)")
 
 
-def fwd_blocks(d: int, fp8: bool = False) -> tuple[int, int]:
+def fwd_short_docs(max_seqlen: int, d: int, fp8: bool = False) -> bool:
+    """Whether a call's forward takes the short-document tiles (attention_hopper.SHORT_DOCS_CONFIG:
+    64-wide key tiles, persistent): the BF16 Gluon forward on grid tiles at D = 128 (where it was
+    measured), FLAMIA_GLUON_FWD unset, and every document at most SHORT_DOCS_MAX_SEQLEN tokens
+    (``max_seqlen``, the caller's bound, as FlashAttention's varlen API takes it: no device
+    sync). Decided per call on the host; the batch plan and the launch both follow it."""
+    if fp8 or d != 128 or doc_tiles(fp8) or fwd_kernel(fp8) != "gluon":
+        return False
+    from . import attention_hopper
+    return (not os.environ.get("FLAMIA_GLUON_FWD")
+            and max_seqlen <= attention_hopper.SHORT_DOCS_MAX_SEQLEN)
+
+
+def fwd_blocks(d: int, fp8: bool = False, short_docs: bool = False) -> tuple[int, int]:
+    """(BLOCK_M, BLOCK_N) of the forward; short_docs: see fwd_short_docs."""
     if fwd_kernel(fp8) == "gluon":
         from . import attention_hopper
-        return attention_hopper.FWD8_CONFIG[:2] if fp8 else attention_hopper.config()[:2]
+        return (attention_hopper.FWD8_CONFIG if fp8 else attention_hopper.config(short_docs))[:2]
     return _blocks("fwd", d, fp8)
 
 
@@ -214,9 +228,10 @@ def dq_blocks(d: int, fp8: bool = False) -> tuple[int, int]:
     return _blocks("dq", d, fp8)
 
 
-def plan_blocks(d: int, fp8: bool = False) -> tuple[tuple[int, int], ...]:
+def plan_blocks(d: int, fp8: bool = False,
+                short_docs: bool = False) -> tuple[tuple[int, int], ...]:
     """The tile shapes a batch plan is built for (its cache key: they follow the environment)."""
-    return fwd_blocks(d, fp8), bwd_blocks(d, fp8), dq_blocks(d, fp8)
+    return fwd_blocks(d, fp8, short_docs), bwd_blocks(d, fp8), dq_blocks(d, fp8)
 
 
 def _configs(warps=(4, 8), stages=(2, 3)):
@@ -1040,10 +1055,12 @@ def _check_unit_d(*ts):
         assert t.stride(-1) == 1, "head dim must be contiguous"
 
 
-def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None, seg_end=None):
+def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None, seg_end=None,
+                  short_docs=False):
     """O [T, Hq, D] bf16 and lse2 [Hq, T] float32. ``order_fwd``: launch order of the query tiles
-    of size ``fwd_blocks(D, fp8 is not None)[0]`` (with doc tiles, see doc_tiles, their first
-    rows, and ``seg_end`` is needed).
+    of size ``fwd_blocks(D, fp8 is not None, short_docs)[0]`` (with doc tiles, see doc_tiles,
+    their first rows, and ``seg_end`` is needed); ``short_docs``: see fwd_short_docs (the plan's
+    and this call's must agree).
 
     BF16: q, k, v bf16 [T, H, D]. FP8 (``fp8`` given): q, k are the E4M3 tensors [T, H, D], and
     ``fp8`` = {"sq": Q's scales [Hq, T], "skv": K's and V's scales as rows [Hkv, T, KROW]
@@ -1055,7 +1072,7 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None, seg_en
     hkv = k.shape[1]
     o = empty((total, hq, d), dtype=torch.bfloat16, device=q.device)
     lse = empty((hq, total), dtype=torch.float32, device=q.device)
-    block_m, block_n = fwd_blocks(d, fp8 is not None)
+    block_m, block_n = fwd_blocks(d, fp8 is not None, short_docs)
     doc = doc_tiles(fp8 is not None)
     if doc and seg_end is None:
         raise ValueError("attention_fwd with doc tiles (FLAMIA_TILES=doc) needs seg_end")
@@ -1065,7 +1082,8 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None, seg_en
             why = attention_hopper.supports(q=q, k=k, v=v)
             if _gluon_takes("FLAMIA_FWD_KERNEL", why):
                 return attention_hopper.attention_fwd_hopper(q, k, v, seg_start, order_fwd,
-                                                             softmax_scale, o, lse, seg_end, doc)
+                                                             softmax_scale, o, lse, seg_end, doc,
+                                                             short_docs)
             # The triton forward takes over, if the plan's query tiles (the Gluon ones) fit it.
             triton_m, block_n = _blocks("fwd", d, False)
             if triton_m != block_m:

@@ -130,12 +130,26 @@ DEFAULT_CONFIG = (128, 128, 8, 2)
 # Default mode: warp-specialized ("ws"), 4-14% faster than the plain kernel on the H200 and the
 # same bits (bench/results/fwd_variants_20261204_H200.txt); ping-pong turns were not faster.
 DEFAULT_MODE = "ws"
+# Short documents (kernels.attention.fwd_short_docs: every document of the call at most
+# SHORT_DOCS_MAX_SEQLEN tokens, D = 128): 64-wide key tiles in the persistent forward. A 128-row
+# tile of such documents is a few key tiles, mostly masked ones at document boundaries and
+# diagonals: 64-wide key tiles halve the masked area, and the persistent programs hide each
+# tile's Q load and O store behind the previous tile's steps. H100, 2026-12-06
+# (bench/results/fwd_variants_20261206_H100.txt): U(32, 1024) forward 0.306 vs 0.388 ms (64-wide
+# tiles alone 0.352, persistent alone 0.375 on the H200), equal 2k 0.627 vs 0.601 and one
+# document 2.18 vs 1.98 (hence the threshold).
+SHORT_DOCS_CONFIG = (128, 64, 8, 2)
+SHORT_DOCS_MODE = "persistent"
+SHORT_DOCS_MAX_SEQLEN = 1024
 
 
-def _fwd_setting() -> tuple[tuple[int, int, int, int], str]:
+def _fwd_setting(short_docs: bool = False) -> tuple[tuple[int, int, int, int], str]:
+    """The forward's (tile config, mode): FLAMIA_GLUON_FWD when set (sweeps; it wins), else the
+    short-document setting or the default."""
     text = os.environ.get("FLAMIA_GLUON_FWD")
     if not text:
-        return DEFAULT_CONFIG, DEFAULT_MODE
+        return (SHORT_DOCS_CONFIG, SHORT_DOCS_MODE) if short_docs else (DEFAULT_CONFIG,
+                                                                         DEFAULT_MODE)
     fields = text.split(",")
     mode = fields[4] if len(fields) == 5 and fields[4] in FWD_MODES else ""
     try:
@@ -155,17 +169,18 @@ def _fwd_setting() -> tuple[tuple[int, int, int, int], str]:
     return (m, n, w, st), mode
 
 
-def config() -> tuple[int, int, int, int]:
+def config(short_docs: bool = False) -> tuple[int, int, int, int]:
     """(BLOCK_M, BLOCK_N, warps, ring slots) of the forward; read at every launch and by the
-    batch plan (through kernels.attention.fwd_blocks)."""
-    return _fwd_setting()[0]
+    batch plan (through kernels.attention.fwd_blocks). short_docs: the call's documents are
+    short (kernels.attention.fwd_short_docs)."""
+    return _fwd_setting(short_docs)[0]
 
 
-def fwd_mode() -> str:
+def fwd_mode(short_docs: bool = False) -> str:
     """"" (the plain forward), "ws" or "pingpong" (_attn_fwd_hopper_ws_kernel without / with
     turns) or "persistent" (_attn_fwd_hopper_persistent_kernel), from FLAMIA_GLUON_FWD's fifth
-    field."""
-    return _fwd_setting()[1]
+    field or, unset, the default or the short-document mode."""
+    return _fwd_setting(short_docs)[1]
 
 
 @gluon.jit
@@ -2686,10 +2701,10 @@ def supports(fp8: tuple[str, ...] = (), **tensors: torch.Tensor) -> str | None:
 
 
 def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse, seg_end=None,
-                         doc_tiles=False):
+                         doc_tiles=False, short_docs=False):
     """Writes O [T, Hq, D] bf16 and lse2 [Hq, T] float32 (allocated by the caller,
     kernels.attention.attention_fwd), as the triton BF16 forward does; order_fwd: launch order
-    of the query tiles of config()'s BLOCK_M (doc_tiles: their first rows, see
+    of the query tiles of config(short_docs)'s BLOCK_M (doc_tiles: their first rows, see
     kernels.attention.doc_tiles; seg_end needed)."""
     why = supports(q=q, k=k, v=v)
     if why is not None:
@@ -2697,7 +2712,7 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse, s
     total, hq, d = q.shape
     assert o.shape == q.shape and o.is_contiguous(), "o: contiguous [T, Hq, D]"
     assert lse.shape == (hq, total) and lse.stride(1) == 1, "lse: [Hq, T], unit stride along T"
-    (block_m, block_n, warps, stages), mode = _fwd_setting()
+    (block_m, block_n, warps, stages), mode = _fwd_setting(short_docs)
     grid = (hq, order_fwd.numel())
     seg_end = _seg_end(seg_end, doc_tiles, seg_start)
     if mode == "persistent":
