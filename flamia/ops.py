@@ -339,6 +339,9 @@ def _fwd_fp8(
     forward's tile choice (always False for the FP8 recipes, whose key tiles are the recipe's
     P' groups); an argument here so that both forward ops take the same arguments."""
     _check_recipe(recipe, FP8_RECIPES)
+    if short_docs:
+        raise ValueError("short_docs=True selects the BF16 forward's short-document tiles; the FP8 "
+                         "recipes' key tiles are the recipe's P' groups: pass False")
     # One launch for the three quantizers (the host's launch time shows on short documents).
     q8, sq, k8, v8, vt8, skv = quantize_qkv(q, k, v, qk_nvfp4=recipe == "nvfp4_fp8")
     o, lse = K.attention_fwd(q8, k8, None, seg_start, order_fwd, softmax_scale,
