@@ -255,6 +255,45 @@ def test_tile_mode_rejects_bad_values(monkeypatch):
     assert K.doc_tiles() and not K.doc_tiles(is_fp8=True)  # FP8 keeps the grid's groups
 
 
+def test_short_docs_flag_reaches_the_forward(monkeypatch):
+    """flamia.attention decides the short-document forward once per call
+    (K.fwd_short_docs, from max_seqlen) and hands the same flag to the batch plan and to the
+    forward: forced here (the Gluon kernels do not run on CPU, so the triton forward runs and
+    ignores it), the forward receives True, the output and gradients are the bits of the call
+    without it, and the custom op takes the flag too (opcheck). On the GPU the flag changes the
+    forward's tiles: test_kernels_hopper.test_short_documents_forward covers it there."""
+    if DEVICE == "cuda":
+        pytest.skip("interpreter tier")
+    from flamia import ops
+
+    lengths = [20, 44]
+    total, d = sum(lengths), 64
+    cu = _cu(lengths, DEVICE)
+    q, k, v, do = rand_qkvdo(total, HQ, 2, d, seed=8, device=DEVICE)
+    plain = attention_forward_backward(_triton, q, k, v, do, cu)
+    seen = []
+    forward = K.attention_fwd
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("short_docs"))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(K, "fwd_short_docs", lambda max_seqlen, d, fp8=False: not fp8)
+    monkeypatch.setattr(K, "attention_fwd", spy)
+    short = attention_forward_backward(_triton, q, k, v, do, cu)
+    assert seen == [True]
+    for name, a, b in zip("O dQ dK dV".split(), short, plain):
+        assert torch.equal(a, b), name
+    plan = ops.cached_batch_plan(cu, total, d, short_docs=True)
+    assert plan.short_docs
+    args = (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), plan.seg_start,
+            plan.seg_end, plan.order_fwd, plan.order_dkdv, plan.order_dq, d**-0.5, "bf16", True)
+    torch.library.opcheck(ops.attention_fwd, args)
+    with pytest.raises(ValueError, match="short_docs=True selects the BF16 forward"):
+        ops.attention_fwd_fp8(q, k, v, plan.seg_start, plan.seg_end, plan.order_fwd,
+                              plan.order_dkdv, plan.order_dq, d**-0.5, "mxfp8", True)
+
+
 def test_opcheck_and_compile():
     from flamia.ops import attention_fwd, batch_plan
 
