@@ -22,8 +22,9 @@ to ~1e-5 relative), built the way FlashAttention-3 builds its forward:
   items then dealt round-robin, later in snake order); the persistent dQ kernel
   (FLAMIA_GLUON_DQ=persistent) is built the same way: same bits, no faster (2026-12-05 18:23).
   In the grouped launch order a static deal is unbalanced (bench.tile_model), so since the
-  evening of 2026-12-05 both take their items from a work queue (_take_item; compiled for
-  sm_90, not yet run on a GPU);
+  evening of 2026-12-05 both take their items from a work queue (_take_item; H200 2026-12-06:
+  same bits, GPU tests pass; 1-7% less kernel time, fwd+bwd not faster). With 64-wide key tiles
+  the persistent forward is the default for short documents (SHORT_DOCS_CONFIG);
 - the plain kernel (_attn_fwd_hopper_kernel, FLAMIA_GLUON_FWD=M,N,W,S): 8 warps, the ring refilled
   by the warpgroups themselves after a CTA barrier (both warpgroups read each slot, and a
   warpgroup_mma_wait only covers the MMAs of the warpgroup that waits); Nsight Compute put 23%
