@@ -131,6 +131,9 @@ def test_gluon_forward_config_is_checked(monkeypatch):
             H.config()
 
 
+SHORT_LENGTHS = [1, 31, 33, 63, 65, 127, 129, 255, 257, 511, 513, 1000, 1024]  # off the grid
+
+
 def test_short_documents_pick_the_forward_tiles(monkeypatch):
     """kernels.attention.fwd_short_docs: the BF16 Gluon forward at D = 128 on grid tiles takes
     the short-document tiles (64-wide key tiles, persistent) when max_seqlen is at most
@@ -152,9 +155,8 @@ def test_short_documents_pick_the_forward_tiles(monkeypatch):
     assert H.config(False) == H.DEFAULT_CONFIG and H.fwd_mode(False) == H.DEFAULT_MODE
     assert K.fwd_blocks(128, short_docs=True) == H.SHORT_DOCS_CONFIG[:2] != H.DEFAULT_CONFIG[:2]
 
-    lengths = [1, 31, 33, 63, 65, 127, 129, 255, 257, 511, 513, 1000, 1024]
-    total = sum(lengths)
-    cu = _cu(lengths, "cpu")
+    total = sum(SHORT_LENGTHS)
+    cu = _cu(SHORT_LENGTHS, "cpu")
     short = ops.cached_batch_plan(cu, total, 128, short_docs=True)
     assert short is ops.cached_batch_plan(cu, total, 128, short_docs=True)
     default = ops.cached_batch_plan(cu, total, 128)  # the flag is part of the cache key
@@ -171,9 +173,6 @@ def test_short_documents_pick_the_forward_tiles(monkeypatch):
     monkeypatch.delenv("FLAMIA_GLUON_FWD")
     monkeypatch.setenv("FLAMIA_TILES", "doc")
     assert not K.fwd_short_docs(limit, 128)  # the persistent forward runs grid tiles only
-
-
-SHORT_LENGTHS = [1, 31, 33, 63, 65, 127, 129, 255, 257, 511, 513, 1000, 1024]  # off the grid
 
 
 @pytest.mark.gpu
