@@ -41,6 +41,8 @@
 # Run on 2026-12-06 (H200): the former 'next' phase (GPU tests of the own-rows, work-queue and
 # pair-step kernels, 54 passed; one quick benchmark of their providers), then the full grid; the
 # own-rows and FP8 forward pair-step modes were no faster and are removed (README, Performance).
+# Next session, in this order: short (the short-document forward's GPU tests, never run yet, and
+# a quick benchmark), then bench (the full grid with it).
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
