@@ -386,15 +386,16 @@ short)  # 2026-12-06: the short-document forward (64-wide key tiles, persistent,
        # max_seqlen; kernels.attention.fwd_short_docs): GPU tests side by side (its own tests,
        # the 64-wide persistent forward against the plain one, its probes, the ops' checks and
        # the API), then one quick benchmark (at most 150 + 110 s)
-  tier short ${TIER_S:-150} tests/test_kernels_hopper.py -k "short_documents or 64-persistent" &
-  tier leaks ${TIER_S:-150} tests/test_kernels_hopper.py -k "gluon_kernels_do_not_leak and 64" &
-  tier api ${TIER_S:-150} tests/test_api.py tests/test_kernels.py -k "opcheck or api or eager" &
-  tier fp8_ops ${TIER_S:-150} tests/test_kernels_fp8.py -k "eager or opcheck" &
+  tier_s=${TIER_S:-150}
+  tier short $tier_s tests/test_kernels_hopper.py -k "short_documents or 64-persistent" &
+  tier leaks $tier_s tests/test_kernels_hopper.py -k "gluon_kernels_do_not_leak and 64" &
+  tier api $tier_s tests/test_api.py tests/test_kernels.py -k "opcheck or api or eager" &
+  tier fp8_ops $tier_s tests/test_kernels_fp8.py -k "eager or opcheck" &
   wait
   tier_report
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-110} python -m bench.attention --quick --profile --dists \
-    u32_1024 lognormal_1k one_doc --providers flamia-bf16 cudnn-thd --out $OUT \
-    > $OUT/bench.log 2>&1
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-110} python -m bench.attention --quick \
+    --profile --dists u32_1024 lognormal_1k one_doc --providers flamia-bf16 cudnn-thd \
+    --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| " $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2,6-9,13
   ;;
 gputests)  # the whole GPU tier in one call: four pytest processes side by side on the one GPU

@@ -446,7 +446,7 @@ def triton_attention(q, k, v, cu_seqlens, max_seqlen, recipe, softmax_scale):
     short_docs = K.fwd_short_docs(max_seqlen, d, fp8)
     plan = cached_batch_plan(cu_seqlens, total, d, fp8, short_docs)
     args = (q, k, v, plan.seg_start, plan.seg_end, plan.order_fwd, plan.order_dkdv,
-            plan.order_dq, scale, recipe, short_docs)
+            plan.order_dq, scale, recipe, plan.short_docs)
     if not torch.compiler.is_compiling():
         return _EagerAttention.apply(*args)
     if fp8:
