@@ -398,25 +398,17 @@ short)  # 2026-12-06: the short-document forward (64-wide key tiles, persistent,
     --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| " $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2,6-9,13
   ;;
-delta)  # 2026-12-06: the delta kernel on (token, head) rows: its tests (backward FA rule, probes,
-       # FP8 prep vs delta kernel), the kernel alone against torch and a copy, the forward at
-       # D = 64 with 64-wide and persistent variants, then a quick benchmark (~6 min)
-  tier_s=${TIER_S:-170}
-  tier triton $tier_s tests/test_kernels.py -k "gpu or leak or close_to or fused_dq" &
-  tier fp8 $tier_s tests/test_kernels_fp8.py -k "prep_kernel or matches_reference_recipe" &
-  tier hopper $tier_s tests/test_kernels_hopper.py -k "flash_attention_rule and not fp8" &
+grid)  # 2026-12-06: the short-document forward's GPU tests (D = 64 and 128), then the full grid
+      # with the accuracy table (~216 s on the H200)
+  tier_s=${TIER_S:-120}
+  tier short $tier_s tests/test_kernels_hopper.py -k "short_documents or 64-persistent" &
+  tier leaks $tier_s tests/test_kernels_hopper.py -k "gluon_kernels_do_not_leak and 64" &
   wait
   tier_report
-  step "delta kernel" 60 python -m bench.delta_kernel > $OUT/delta_kernel.txt 2>&1
-  cat $OUT/delta_kernel.txt
-  FLAMIA_AUTOTUNE=0 step "fwd D=64" 90 python -m bench.gluon_variants --d 64 --configs \
-    128,128,8,2,ws 128,64,8,2,ws 128,64,8,2,persistent 128,128,8,2,persistent \
-    --dists u32_1024 lognormal_1k one_doc > $OUT/fwd_variants_d64.txt 2>&1
-  grep "^| " $OUT/fwd_variants_d64.txt | cut -d"|" -f2-3,5-6
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-120} python -m bench.attention --quick \
-    --profile --dists u32_1024 lognormal_1k one_doc --providers flamia-bf16 cudnn-thd \
-    --out $OUT > $OUT/bench.log 2>&1
-  grep -E "^\| |delta_kernel" $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2,6-9,13
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-390} python -m bench.attention --accuracy \
+    --profile --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^(mxfp8|nvfp4|bf16|fp8)|Error" $OUT/bench.log | grep -v "^| ---" | tail -70 \
+    | cut -d"|" -f2-7,9,13
   ;;
 gputests)  # the whole GPU tier in one call: four pytest processes side by side on the one GPU
           # (compiling kernels is most of their time, and the machine has 16 cores), each with

@@ -135,8 +135,8 @@ SHORT_LENGTHS = [1, 31, 33, 63, 65, 127, 129, 255, 257, 511, 513, 1000, 1024]  #
 
 
 def test_short_documents_pick_the_forward_tiles(monkeypatch):
-    """kernels.attention.fwd_short_docs: the BF16 Gluon forward at D = 128 on grid tiles takes
-    the short-document tiles (64-wide key tiles, persistent) when max_seqlen is at most
+    """kernels.attention.fwd_short_docs: the BF16 Gluon forward at D = 64 or 128 on grid tiles
+    takes the short-document tiles (64-wide key tiles, persistent) when max_seqlen is at most
     SHORT_DOCS_MAX_SEQLEN, and not for longer documents, other head dims, the FP8 recipes, doc
     tiles or an explicit FLAMIA_GLUON_FWD (which wins). The batch plan follows the flag: its
     forward order is the one of the explicit setting's tiles, and the flag is part of the plan
@@ -149,7 +149,8 @@ def test_short_documents_pick_the_forward_tiles(monkeypatch):
     limit = H.SHORT_DOCS_MAX_SEQLEN
     assert K.fwd_short_docs(limit, 128) and K.fwd_short_docs(1, 128)
     assert not K.fwd_short_docs(limit + 1, 128)
-    assert not K.fwd_short_docs(limit, 64)
+    assert K.fwd_short_docs(limit, 64) and not K.fwd_short_docs(limit + 1, 64)
+    assert not K.fwd_short_docs(limit, 32)
     assert not K.fwd_short_docs(limit, 128, fp8=True)
     assert H.config(True) == H.SHORT_DOCS_CONFIG and H.fwd_mode(True) == H.SHORT_DOCS_MODE
     assert H.config(False) == H.DEFAULT_CONFIG and H.fwd_mode(False) == H.DEFAULT_MODE
@@ -177,7 +178,8 @@ def test_short_documents_pick_the_forward_tiles(monkeypatch):
 
 @pytest.mark.gpu
 @hopper
-def test_short_documents_forward(poisoned, monkeypatch):
+@pytest.mark.parametrize("d", [64, 128])
+def test_short_documents_forward(d, poisoned, monkeypatch):
     """flamia.attention with max_seqlen at most SHORT_DOCS_MAX_SEQLEN runs the short-document
     forward: O and the gradients are the bits of the same call with that setting asked for in
     FLAMIA_GLUON_FWD, they satisfy the FlashAttention rule against float64 (every element
@@ -189,11 +191,11 @@ def test_short_documents_forward(poisoned, monkeypatch):
 
     monkeypatch.delenv("FLAMIA_GLUON_FWD", raising=False)
     longest, total = max(SHORT_LENGTHS), sum(SHORT_LENGTHS)
-    assert K.fwd_short_docs(longest, 128)
+    assert K.fwd_short_docs(longest, d)
     short = lambda q, k, v, cu: flamia.attention(q, k, v, cu, longest, recipe="bf16",
                                                  impl="triton")
     cu = _cu(SHORT_LENGTHS, "cuda")
-    q, k, v, do = rand_qkvdo(total, 8, 2, 128, seed=5, device="cuda")
+    q, k, v, do = rand_qkvdo(total, 8, 2, d, seed=5, device="cuda")
     auto = attention_forward_backward(short, q, k, v, do, cu)
     ref = attention_forward_backward(exact_attention, q, k, v, do.double(), cu)
     torch_bf16 = attention_forward_backward(naive_attention, q, k, v, do, cu)

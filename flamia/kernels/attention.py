@@ -201,13 +201,14 @@ def _gluon_fp8_mma() -> str | None:
 
 def fwd_short_docs(max_seqlen: int, d: int, fp8: bool = False) -> bool:
     """Whether a call's forward takes the short-document tiles (attention_hopper.SHORT_DOCS_CONFIG:
-    64-wide key tiles, persistent): the BF16 Gluon forward on grid tiles at D = 128 (where it was
-    measured), FLAMIA_GLUON_FWD unset, and every document at most SHORT_DOCS_MAX_SEQLEN tokens
-    (``max_seqlen``, the caller's bound, as FlashAttention's varlen API takes it: no device
+    64-wide key tiles, persistent): the BF16 Gluon forward on grid tiles at D = 64 or 128 (where
+    it was measured), FLAMIA_GLUON_FWD unset, and every document at most SHORT_DOCS_MAX_SEQLEN
+    tokens (``max_seqlen``, the caller's bound, as FlashAttention's varlen API takes it: no device
     sync). Decided per call on the host; the batch plan and the launch both follow it."""
-    if fp8 or d != 128 or doc_tiles(fp8) or fwd_kernel(fp8) != "gluon":
-        return False
     from . import attention_hopper
+    if (fp8 or d not in attention_hopper.SHORT_DOCS_HEAD_DIMS or doc_tiles(fp8)
+            or fwd_kernel(fp8) != "gluon"):
+        return False
     return (not os.environ.get("FLAMIA_GLUON_FWD")
             and max_seqlen <= attention_hopper.SHORT_DOCS_MAX_SEQLEN)
 
@@ -541,24 +542,20 @@ def _attn_fwd_kernel(
 # Backward preprocess: delta = rowsum(dO * O), one pass over both (fp32 math)
 # ------------------------------------------------------------------------------------------
 
-# (token, head) rows per program of the delta kernel and its warps: 128 rows of D = 128 bf16 are
-# 32 KB of each of O and dO in flight per program.
-DELTA_BLOCK_ROWS = 32 if INTERPRET else 128
-DELTA_WARPS = 8
-
 
 @triton.jit
 def _delta_rows(o_ptr, do, sdo, lse_ptr, sq_ptr, delta_ptr, qrow_ptr, head, offs_t, stride_ot,
                 stride_oh, stride_lh, stride_rh, total, HEAD_DIM: tl.constexpr,
                 IS_FP8: tl.constexpr):
-    """delta = rowsum(dO * O) of BLOCK_T (token offs_t, head) rows, with the dO that dP is
+    """delta = rowsum(dO * O) of a [BLOCK_T, D] tile of one head, with the dO that dP is
     computed from: bf16 dO, or for the FP8 recipes the E4M3 dO times its per-token power-of-two
     scale sdo (exactly the dequantized dO'). FP8: also the per-query rows (lse2, delta, sQ, sdO)
     that the dK/dV kernels read (QROW)."""
     offs_d = tl.arange(0, HEAD_DIM)
     ok = offs_t < total
-    rows = offs_t.to(tl.int64)[:, None] * stride_ot + head[:, None] * stride_oh
-    o = tl.load(o_ptr + rows + offs_d[None, :], mask=ok[:, None], other=0.0)
+    rows = offs_t.to(tl.int64)[:, None]
+    o = tl.load(o_ptr + rows * stride_ot + head * stride_oh + offs_d[None, :], mask=ok[:, None],
+                other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
     if IS_FP8:
         delta = delta * sdo
@@ -574,17 +571,14 @@ def _delta_rows(o_ptr, do, sdo, lse_ptr, sq_ptr, delta_ptr, qrow_ptr, head, offs
 @triton.jit
 def _attn_bwd_delta_kernel(o_ptr, do_ptr, sdo_ptr, lse_ptr, sq_ptr, delta_ptr, qrow_ptr,
                            stride_ot, stride_oh, stride_dot, stride_doh, stride_lh, stride_rh,
-                           total, HQ: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr,
+                           total, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr,
                            IS_FP8: tl.constexpr):
-    """_delta_rows of BLOCK_T consecutive (token, head) rows, the head the faster index: of
-    [T, Hq, D] tensors that is one contiguous stretch of O and dO. (A program per tile of one
-    head read 256-byte rows 4 KB apart, each DRAM page again for every head: 0.068 ms for the
-    134 MB of U(32, 1024) on an H200, 2.0 TB/s.)"""
-    rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    offs_t = rows // HQ
-    head = rows % HQ
+    """_delta_rows of tile (program 0) and head (program 1), from dO (bf16, or FP8: E4M3 with
+    its scales sdo) in memory."""
+    head = tl.program_id(1)
+    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     ok = offs_t < total
-    do = tl.load(do_ptr + offs_t.to(tl.int64)[:, None] * stride_dot + head[:, None] * stride_doh
+    do = tl.load(do_ptr + offs_t.to(tl.int64)[:, None] * stride_dot + head * stride_doh
                  + tl.arange(0, HEAD_DIM)[None, :], mask=ok[:, None], other=0.0)
     if IS_FP8:
         sdo = tl.load(sdo_ptr + head * stride_lh + offs_t, mask=ok, other=1.0)
@@ -608,8 +602,7 @@ def _attn_bwd_prep8_kernel(do_ptr, o_ptr, do8_ptr, sdo_ptr, dot_ptr, lse_ptr, sq
     do8, sdo = _quantize_tile(do_ptr, do8_ptr, sdo_ptr, dot_ptr, head, stride_dot, stride_doh,
                               stride_d8t, stride_d8h, stride_lh, 1, stride_th, stride_td, total,
                               HEAD_DIM, BLOCK_T, False, True)
-    heads = tl.full([BLOCK_T], 0, tl.int32) + head
-    _delta_rows(o_ptr, do8, sdo, lse_ptr, sq_ptr, delta_ptr, qrow_ptr, heads, offs_t, stride_ot,
+    _delta_rows(o_ptr, do8, sdo, lse_ptr, sq_ptr, delta_ptr, qrow_ptr, head, offs_t, stride_ot,
                 stride_oh, stride_lh, stride_rh, total, HEAD_DIM, True)
 
 
@@ -1180,11 +1173,10 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             num_warps=4,
         )
     else:
-        block_r = DELTA_BLOCK_ROWS
-        _attn_bwd_delta_kernel[(triton.cdiv(total * hq, block_r),)](
+        _attn_bwd_delta_kernel[(tiles, hq)](
             o, do_in, sdo, lse, sq, delta, qrow, o.stride(0), o.stride(1), do_in.stride(0),
-            do_in.stride(1), delta.stride(0), qrow.stride(0), total, HQ=hq, HEAD_DIM=d,
-            BLOCK_T=block_r, IS_FP8=is_fp8, num_warps=DELTA_WARPS,
+            do_in.stride(1), delta.stride(0), qrow.stride(0), total, HEAD_DIM=d,
+            BLOCK_T=block_t, IS_FP8=is_fp8,
         )
     grads = [empty(t.shape, dtype=torch.bfloat16, device=q.device) for t in (q, k, v)]
     dq, dk, dv = grads

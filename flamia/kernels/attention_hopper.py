@@ -132,16 +132,18 @@ DEFAULT_CONFIG = (128, 128, 8, 2)
 # same bits (bench/results/fwd_variants_20261204_H200.txt); ping-pong turns were not faster.
 DEFAULT_MODE = "ws"
 # Short documents (kernels.attention.fwd_short_docs: every document of the call at most
-# SHORT_DOCS_MAX_SEQLEN tokens, D = 128): 64-wide key tiles in the persistent forward. A 128-row
-# tile of such documents is a few key tiles, mostly masked ones at document boundaries and
+# SHORT_DOCS_MAX_SEQLEN tokens, D = 64 or 128): 64-wide key tiles in the persistent forward. A
+# 128-row tile of such documents is a few key tiles, mostly masked ones at document boundaries and
 # diagonals: 64-wide key tiles halve the masked area, and the persistent programs hide each
 # tile's Q load and O store behind the previous tile's steps. H100, 2026-12-06
 # (bench/results/fwd_variants_20261206_H100.txt): U(32, 1024) forward 0.306 vs 0.388 ms (64-wide
 # tiles alone 0.352, persistent alone 0.375 on the H200), equal 2k 0.627 vs 0.601 and one
-# document 2.18 vs 1.98 (hence the threshold).
+# document 2.18 vs 1.98 (hence the threshold). D = 64 (H100, 2026-12-06,
+# bench/results/fwd_variants_d64_20261206_H100.txt): U(32, 1024) 0.247 vs 0.314 ms.
 SHORT_DOCS_CONFIG = (128, 64, 8, 2)
 SHORT_DOCS_MODE = "persistent"
 SHORT_DOCS_MAX_SEQLEN = 1024
+SHORT_DOCS_HEAD_DIMS = (64, 128)
 
 
 def _fwd_setting(short_docs: bool = False) -> tuple[tuple[int, int, int, int], str]:
