@@ -588,7 +588,8 @@ def main(argv=None):
     ap.add_argument("--accuracy", action="store_true",
                     help="also print/write the accuracy table (flamia.report) with the kernels")
     ap.add_argument("--dists", nargs="+", choices=DISTRIBUTIONS,
-                    help="with --quick: these distributions (B=4, L=8k, Hq=Hkv=16, D=128)")
+                    help="these distributions only (with --quick: B=4, L=8k, Hq=Hkv=16, D=128; "
+                    "else their rows of the full grid)")
     ap.add_argument("--profile", action="store_true",
                     help="also record each flamia provider's GPU time per kernel (torch.profiler)")
     ap.add_argument("--source-hash", action="store_true",
@@ -605,6 +606,8 @@ def main(argv=None):
     grid += [(dist, 2, 16384, 32, 8, 128) for dist in ("one_doc", "lognormal_1k")]
     if args.quick:
         grid = [(dist, 4, 8192, 16, 16, 128) for dist in (args.dists or ("one_doc", "lognormal_1k"))]
+    elif args.dists:  # the full grid's rows of these workloads (every D and head count)
+        grid = [row for row in grid if row[0] in args.dists]
     env = environment()
     os.makedirs(args.out, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M")
