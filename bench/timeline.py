@@ -42,7 +42,9 @@ def _timeline(fn, q, k, v, do, calls: int):
                 fwd_bwd()
         torch.cuda.synchronize()
     events = list(prof.events())
-    kernels = sorted((e for e in events if e.device_type == DeviceType.CUDA),
+    # (record_function's ranges also appear on the GPU side, named "call i": not kernels)
+    kernels = sorted((e for e in events if e.device_type == DeviceType.CUDA
+                      and not e.name.startswith("call ")),
                      key=lambda e: e.time_range.start)
     runtime = [e for e in events if e.device_type == DeviceType.CPU
                and e.name.startswith(("cuda", "cu")) and e.time_range.elapsed_us() > 50]
