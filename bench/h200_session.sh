@@ -41,8 +41,12 @@
 # Run on 2026-12-06 (H200): the former 'next' phase (GPU tests of the own-rows, work-queue and
 # pair-step kernels, 54 passed; one quick benchmark of their providers), then the full grid; the
 # own-rows and FP8 forward pair-step modes were no faster and are removed (README, Performance).
-# Next session, in this order: short (the short-document forward's GPU tests, never run yet, and
-# a quick benchmark), then bench (the full grid with it).
+#   grid: the short-document forward's GPU tests (D = 64 and 128), then the full grid (~5 min)
+#   timeline: kernel timelines of the persistent forward after 3 and 300 calls, with clocks
+# Run 2026-12-06 (ninth session, H100s only): short (tests pass, quick bench), grid (full grid at
+# 3598fad), the D = 64 forward variants and a timeline (README, Performance).
+# Next session, in this order: grid on an H200 (the full grid of the current tree: no H200 has
+# run the short-document forward yet), then timeline.
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
@@ -409,6 +413,17 @@ grid)  # 2026-12-06: the short-document forward's GPU tests (D = 64 and 128), th
     --profile --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^(mxfp8|nvfp4|bf16|fp8)|Error" $OUT/bench.log | grep -v "^| ---" | tail -70 \
     | cut -d"|" -f2-7,9,13
+  ;;
+timeline)  # 2026-12-06: the persistent forward's timed-vs-kernel gap: kernel timelines after 3
+          # and after 300 back-to-back calls (do_bench's sustained load; lower clocks would show
+          # as longer kernels), with the SM clock before and after (~3 min)
+  for warm in 3 300; do
+    nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
+    FLAMIA_AUTOTUNE=0 step "timeline warm=$warm" 150 python -m bench.timeline --dist one_doc \
+      --d 64 --warm $warm > $OUT/timeline_warm$warm.txt 2>&1
+    nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
+    grep -E "^##|^call|gaps" $OUT/timeline_warm$warm.txt
+  done
   ;;
 gputests)  # the whole GPU tier in one call: four pytest processes side by side on the one GPU
           # (compiling kernels is most of their time, and the machine has 16 cores), each with

@@ -2,6 +2,7 @@
 forward settings side by side, in one process on the GPU:
 
     python -m bench.timeline [--dist one_doc] [--d 64] [--configs default 128,128,8,2,persistent]
+                             [--warm 300]
 
 bench.attention times fwd+bwd with do_bench and, with --profile, sums the kernels' GPU time; with
 the persistent forward the timed call has been 0.1-0.3 ms above that sum (one document, D = 64,
@@ -24,7 +25,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from bench.attention import prep_flamia, workload_inputs
 
 
-def _timeline(fn, q, k, v, do, calls: int):
+def _timeline(fn, q, k, v, do, calls: int, warm: int):
     flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
 
     def fwd_bwd():
@@ -33,7 +34,7 @@ def _timeline(fn, q, k, v, do, calls: int):
         flush.zero_()
         fn().backward(do)
 
-    for _ in range(3):
+    for _ in range(warm):
         fwd_bwd()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -57,6 +58,8 @@ def main(argv=None):
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("--configs", nargs="+", default=["default", "128,128,8,2,persistent"])
     ap.add_argument("--calls", type=int, default=3)
+    ap.add_argument("--warm", type=int, default=3,
+                    help="calls before the profiled ones (300: do_bench's sustained load)")
     args = ap.parse_args(argv)
     lengths, q, k, v, do, cu = workload_inputs(args.dist, 4, 8192, 16, 16, args.d)
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dist}, D = {args.d}")
@@ -66,7 +69,7 @@ def main(argv=None):
         else:
             os.environ["FLAMIA_GLUON_FWD"] = config
         fn = prep_flamia(q, k, v, cu, lengths, 8192)
-        kernels, runtime = _timeline(fn, q, k, v, do, args.calls)
+        kernels, runtime = _timeline(fn, q, k, v, do, args.calls, args.warm)
         # The L2 flushes: the fills of 256 MB (tens of us; the work queue's fill takes ~2 us)
         flush = [i for i, e in enumerate(kernels)
                  if "fill" in e.name.lower() and e.time_range.elapsed_us() > 30]
