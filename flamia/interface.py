@@ -123,7 +123,11 @@ def attention(
             D in (64, 128).
         cu_seqlens: int32 [S + 1] on q's device: 0, end of segment 0, ..., T (strictly
             increasing). Query i attends key j iff both lie in one segment and j <= i.
-        max_seqlen: the longest segment's length (an upper bound is accepted).
+        max_seqlen: the longest segment's length (an upper bound is accepted). A host int, as
+            in FlashAttention's varlen API, so no device sync is needed: on Hopper the BF16
+            forward takes its short-document tiles when it is at most 1024
+            (kernels.attention.fwd_short_docs). It changes speed and rounding only (O within
+            ~1e-5 relative of the other tiles'); what is attended never depends on it.
         recipe: one of ``flamia.RECIPES`` ("bf16", "mxfp8", "nvfp4_fp8"; the leaky controls
             "mxfp8_seqblock" and "fp8_tensorwise" exist for the probes, never train with them).
         softmax_scale: defaults to D ** -0.5.
