@@ -409,9 +409,12 @@ def time_provider(fn, q, k, v, do):
     return fwd, both
 
 
-def kernel_profile(fn, q, k, v, do, iters=5) -> dict[str, float]:
+def kernel_profile(fn, q, k, v, do, iters=5, warm=100) -> dict[str, float]:
     """Where one fwd+bwd call's GPU time goes: ms per call of each CUDA kernel (torch.profiler),
-    largest first. Names are the kernels' own (Triton function names, torch copy kernels)."""
+    largest first. Names are the kernels' own (Triton function names, torch copy kernels).
+    Profiled after ``warm`` calls back to back, as the timed calls run after do_bench's warm-up
+    (until 2026-12-06 after one call: the persistent forward's timed fwd+bwd was then up to
+    0.3 ms above its kernels' sum, maybe clocks lowered under sustained load: GpuSampler)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -420,7 +423,8 @@ def kernel_profile(fn, q, k, v, do, iters=5) -> dict[str, float]:
             t.grad = None
         fn().backward(do)
 
-    fwd_bwd()
+    for _ in range(warm):
+        fwd_bwd()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
@@ -434,6 +438,57 @@ def kernel_profile(fn, q, k, v, do, iters=5) -> dict[str, float]:
         if t > 0 and e.key:
             times[e.key[:80]] = times.get(e.key[:80], 0.0) + t / 1e3 / iters
     return dict(sorted(times.items(), key=lambda kv: -kv[1]))
+
+
+class GpuSampler:
+    """The GPU's SM clock (MHz) and power (W) sampled every 100 ms by nvidia-smi while the block
+    runs (the timed calls): ``summary`` is {"sm_mhz": median, "sm_mhz_min", "sm_max_mhz",
+    "power_w": median, "samples"}, or None where nvidia-smi cannot be run or gave no sample. A
+    median clock below the maximum says the timing ran throttled (read after the calls instead,
+    the clock is already the idle one)."""
+
+    def __init__(self):
+        self.summary = None
+        self._proc = None
+
+    def __enter__(self):
+        import subprocess
+
+        try:
+            self._proc = subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,power.draw",
+                 "--format=csv,noheader,nounits", "-lms", "100", "-i",
+                 str(torch.cuda.current_device())],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            self._proc = None
+        return self
+
+    def __exit__(self, *exc):
+        if self._proc is None:
+            return False
+        import subprocess
+
+        self._proc.terminate()
+        try:
+            out, _ = self._proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            out, _ = self._proc.communicate()
+        rows = []
+        for line in out.splitlines():
+            try:
+                rows.append([float(x) for x in line.split(",")])
+            except ValueError:
+                continue
+        rows = [r for r in rows if len(r) == 3]
+        if rows:
+            sm = sorted(r[0] for r in rows)
+            power = sorted(r[2] for r in rows)
+            self.summary = {"sm_mhz": sm[len(sm) // 2], "sm_mhz_min": sm[0],
+                            "sm_max_mhz": rows[0][1], "power_w": power[len(power) // 2],
+                            "samples": len(rows)}
+        return False
 
 
 def environment() -> dict:
@@ -520,7 +575,9 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
                 if max(errs.values()) > CHECK_TOL.get(name, tol):
                     row["error"] = f"failed correctness check (rel err {errs}), not timed"
                 else:
-                    fwd, both = time_provider(fn, q, k, v, do)
+                    with GpuSampler() as gpu:
+                        fwd, both = time_provider(fn, q, k, v, do)
+                    row["gpu_while_timed"] = gpu.summary
                     row.update(fwd_ms=fwd, fwd_bwd_ms=both, bwd_ms=both - fwd,
                                fwd_tflops=flops / fwd * 1e-9,
                                bwd_tflops=2.5 * flops / (both - fwd) * 1e-9,
@@ -569,8 +626,11 @@ def format_profiles(results) -> str:
         if "profile_ms" not in r:
             continue
         total = sum(r["profile_ms"].values())
+        gpu = r.get("gpu_while_timed")
+        clock = (f"; while timed SM clock median {gpu['sm_mhz']:.0f} (min {gpu['sm_mhz_min']:.0f},"
+                 f" max {gpu['sm_max_mhz']:.0f}) MHz, {gpu['power_w']:.0f} W" if gpu else "")
         out.append(f"### {r['workload']} D={r['D']} {r['provider']}: {total:.3f} ms of kernels "
-                   f"per fwd+bwd (timed {r['fwd_bwd_ms']:.3f} ms)\n")
+                   f"per fwd+bwd (timed {r['fwd_bwd_ms']:.3f} ms{clock})\n")
         out += [f"- {ms:.3f} ms ({100 * ms / total:.0f}%) {name}" for name, ms in r["profile_ms"].items()
                 if ms >= 0.005]
         out.append("")

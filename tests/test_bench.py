@@ -1,0 +1,42 @@
+"""The benchmark harness's own parts that run without a GPU (bench/attention.py)."""
+
+import os
+import stat
+import time
+
+import pytest
+import torch
+
+from bench.attention import GpuSampler
+
+
+@pytest.fixture
+def fake_nvidia_smi(tmp_path, monkeypatch):
+    """An nvidia-smi on PATH that prints the given CSV samples, then waits to be stopped."""
+    def install(lines):
+        script = tmp_path / "nvidia-smi"
+        body = "".join(f"echo '{line}'\n" for line in lines)
+        script.write_text(f"#!/bin/sh\n{body}exec sleep 30\n")
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+        monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return install
+
+
+def test_gpu_sampler_summarizes_the_samples(fake_nvidia_smi):
+    """Median and minimum of the SM clock, the maximum clock, median power; lines that are not
+    samples (a header, an error text) are skipped."""
+    fake_nvidia_smi(["1755, 1980, 612.5", "[N/A], 1980, 600", "1980, 1980, 650.0",
+                     "1650, 1980, 700.0"])
+    with GpuSampler() as gpu:
+        time.sleep(0.5)  # the script prints its lines at once
+    assert gpu.summary == {"sm_mhz": 1755.0, "sm_mhz_min": 1650.0, "sm_max_mhz": 1980.0,
+                           "power_w": 650.0, "samples": 3}
+
+
+def test_gpu_sampler_without_nvidia_smi(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi here
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    with GpuSampler() as gpu:
+        pass
+    assert gpu.summary is None
