@@ -43,10 +43,11 @@
 # own-rows and FP8 forward pair-step modes were no faster and are removed (README, Performance).
 #   grid: the short-document forward's GPU tests (D = 64 and 128), then the full grid (~5 min)
 #   timeline: kernel timelines of the persistent forward after 3 and 300 calls, with clocks
+#   d64: the D = 64 forward with 3 and 4 ring slots (ws and persistent): GPU tests, variants
 # Run 2026-12-06 (ninth session, H100s only): short (tests pass, quick bench), grid (full grid at
 # 3598fad), the D = 64 forward variants and a timeline (README, Performance).
 # Next session, in this order: grid on an H200 (the full grid of the current tree: no H200 has
-# run the short-document forward yet), then timeline.
+# run the short-document forward yet), then timeline, then d64.
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
@@ -413,6 +414,20 @@ grid)  # 2026-12-06: the short-document forward's GPU tests (D = 64 and 128), th
     --profile --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^(mxfp8|nvfp4|bf16|fp8)|Error" $OUT/bench.log | grep -v "^| ---" | tail -70 \
     | cut -d"|" -f2-7,9,13
+  ;;
+d64)  # 2026-12-06 (written without a GPU): the forward at D = 64 with 3 and 4 ring slots (the
+     # warp-specialized kernel, and the persistent one, which fits them at D = 64 only): GPU
+     # tests (bits of the plain kernel), then the variants alone (~5 min)
+  tier_s=${TIER_S:-150}
+  tier d64 $tier_s tests/test_kernels_hopper.py -k "warp_specialized_forward_is_the_plain and \
+persistent or ring_fits or config_is_checked" &
+  wait
+  tier_report
+  FLAMIA_AUTOTUNE=0 step "fwd D=64" 150 python -m bench.gluon_variants --d 64 --configs \
+    128,128,8,2,ws 128,128,8,3,ws 128,128,8,4,ws 128,128,8,2,persistent 128,128,8,3,persistent \
+    128,128,8,4,persistent 128,64,8,3,persistent 128,64,8,4,persistent \
+    --dists u32_1024 lognormal_1k one_doc > $OUT/fwd_variants_d64.txt 2>&1
+  grep "^| " $OUT/fwd_variants_d64.txt | cut -d"|" -f2-3,5-6
   ;;
 timeline)  # 2026-12-06: the persistent forward's timed-vs-kernel gap: kernel timelines after 3
           # and after 300 back-to-back calls (do_bench's sustained load; lower clocks would show

@@ -123,8 +123,10 @@ def test_gluon_forward_config_is_checked(monkeypatch):
     assert H.config() == (128, 128, 8, 2) and H.fwd_mode() == "pingpong"
     monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,2,persistent")
     assert H.config() == (128, 128, 8, 2) and H.fwd_mode() == "persistent"
+    monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,3,persistent")  # D = 64 only: at the launch
+    assert H.config() == (128, 128, 8, 3) and H.fwd_mode() == "persistent"
     for bad in ("128,128,4,2", "128,32,8,2", "128,128,8,1", "128x128", "64,64,4,2,ws",
-                "128,128,8,2,wss", "128,128,8,3,persistent", "64,64,4,2,persistent",
+                "128,128,8,2,wss", "64,64,4,2,persistent",
                 "128,128,8,2,ws_rows"):
         monkeypatch.setenv("FLAMIA_GLUON_FWD", bad)
         with pytest.raises(ValueError, match="FLAMIA_GLUON_FWD"):
@@ -238,6 +240,22 @@ def test_persistent_kernels_take_grid_tiles_only(monkeypatch):
             launch()
 
 
+def test_persistent_forward_ring_fits_shared_memory(monkeypatch):
+    """More ring slots than the persistent forward fits in shared memory at the call's head
+    dim (attention_hopper.PERSISTENT_MAX_STAGES) are refused with the reason before anything is
+    compiled or launched (CPU tensors; the capability check stubbed)."""
+    from flamia.kernels import attention_hopper as H
+    monkeypatch.setattr(H, "cuda_major", lambda device=None: 9)
+    t, hq, d = 256, 2, 128
+    x = torch.zeros(t, hq, d, dtype=torch.bfloat16)
+    seg = torch.zeros(t, dtype=torch.int32)
+    lse = torch.zeros(hq, t)
+    monkeypatch.setenv("FLAMIA_GLUON_FWD", f"128,128,8,{H.PERSISTENT_MAX_STAGES[d] + 1},persistent")
+    with pytest.raises(ValueError, match="at D = 128 takes at most 2 ring slots"):
+        H.attention_fwd_hopper(x, x, x, seg, torch.zeros(3, dtype=torch.int32), 0.1,
+                               torch.empty_like(x), lse, seg)
+
+
 def test_gluon_dq_mode_is_checked(monkeypatch):
     from flamia.kernels import attention_hopper as H
     monkeypatch.delenv("FLAMIA_GLUON_DQ", raising=False)
@@ -333,7 +351,7 @@ def test_gluon_forward_matches_triton_forward(lengths, hq, hkv, d, monkeypatch):
 @hopper
 @pytest.mark.parametrize("block_n,mode,stages", [(128, "ws", 2), (128, "ws", 3),
                                                  (128, "pingpong", 2), (128, "persistent", 2),
-                                                 (64, "persistent", 2)])
+                                                 (64, "persistent", 2), (128, "persistent", 4)])
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128)])
 def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, block_n, mode, stages,
                                                        poisoned, monkeypatch):
@@ -344,7 +362,11 @@ def test_warp_specialized_forward_is_the_plain_forward(lengths, hq, hkv, d, bloc
     through one ring differ), so O and lse2 are the same bits; every element written (poisoned
     outputs). The persistent programs run several tiles each (every case has more work items,
     Hq x tiles, than an H100 or H200 has SMs), the ring's tile count carried from tile to
-    tile."""
+    tile. More than 2 persistent ring slots: D = 64 only (PERSISTENT_MAX_STAGES)."""
+    from flamia.kernels import attention_hopper as H
+    if mode == "persistent" and stages > H.PERSISTENT_MAX_STAGES[d]:
+        pytest.skip(f"the persistent forward takes at most {H.PERSISTENT_MAX_STAGES[d]} ring "
+                    f"slots at D = {d}")
     cu = _cu(lengths, "cuda")
     q, k, v, _ = rand_qkvdo(sum(lengths), hq, hkv, d, seed=7, device="cuda")
     monkeypatch.setenv("FLAMIA_FWD_KERNEL", "gluon")

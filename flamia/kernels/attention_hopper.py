@@ -144,6 +144,11 @@ SHORT_DOCS_CONFIG = (128, 64, 8, 2)
 SHORT_DOCS_MODE = "persistent"
 SHORT_DOCS_MAX_SEQLEN = 1024
 SHORT_DOCS_HEAD_DIMS = (64, 128)
+# Ring slots the persistent forward fits in shared memory with its Q and O tiles, per head dim
+# (compiled for sm_90 with triton 3.6, 128-wide key tiles: D = 64 takes 99 / 132 / 164 KB with
+# 2 / 3 / 4 slots; D = 128 with 3 slots 263 KB, above the 227 KB a program may have). Checked at
+# the launch, where D is known.
+PERSISTENT_MAX_STAGES = {64: 4, 128: 2}
 
 
 def _fwd_setting(short_docs: bool = False) -> tuple[tuple[int, int, int, int], str]:
@@ -166,9 +171,6 @@ def _fwd_setting(short_docs: bool = False) -> tuple[tuple[int, int, int, int], s
     if mode and (m, w) != (128, 8):
         raise ValueError(f"FLAMIA_GLUON_FWD={text!r}: the warp-specialized forward needs M = 128, "
                          "W = 8 (two consumer warpgroups of 64 rows)")
-    if mode == "persistent" and st != 2:
-        raise ValueError(f"FLAMIA_GLUON_FWD={text!r}: the persistent forward takes S = 2 (Q, O and "
-                         "3 ring slots exceed the shared memory at D = 128)")
     return (m, n, w, st), mode
 
 
@@ -2722,6 +2724,11 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse, s
         if doc_tiles:
             raise ValueError("the persistent forward (FLAMIA_GLUON_FWD=...,persistent) runs grid "
                              "tiles only; unset FLAMIA_TILES=doc or choose another forward")
+        if stages > PERSISTENT_MAX_STAGES[d]:
+            raise ValueError(f"FLAMIA_GLUON_FWD={os.environ.get('FLAMIA_GLUON_FWD')!r}: the "
+                             f"persistent forward at D = {d} takes at most "
+                             f"{PERSISTENT_MAX_STAGES[d]} ring slots (S; with its Q and O tiles "
+                             "more exceed the shared memory)")
         half, n_work = block_m // 2, hq * order_fwd.numel()
         programs = min(n_work, sm_count(q.device))
         _attn_fwd_hopper_persistent_kernel[(programs, )](
