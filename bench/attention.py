@@ -62,6 +62,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 from unittest import mock
 
@@ -452,8 +453,6 @@ class GpuSampler:
         self._proc = None
 
     def __enter__(self):
-        import subprocess
-
         try:
             self._proc = subprocess.Popen(
                 ["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,power.draw",
@@ -467,8 +466,6 @@ class GpuSampler:
     def __exit__(self, *exc):
         if self._proc is None:
             return False
-        import subprocess
-
         self._proc.terminate()
         try:
             out, _ = self._proc.communicate(timeout=10)
@@ -507,8 +504,6 @@ def environment() -> dict:
         "flamia_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("FLAMIA_")},
     }
     try:
-        import subprocess
-
         def git(*args):
             return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
 

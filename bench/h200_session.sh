@@ -76,6 +76,12 @@ tier() {
     > $OUT/gpu_tests_$name.log 2>&1
   echo "$name rc=$?" >> $OUT/gpu_tests_rc.txt
 }
+# The short-document forward's own GPU tests (its bits, FA rule, probes at D = 64 and 128; the
+# 64-wide persistent forward against the plain one) and its leak-test row, in the background.
+short_tiers() {
+  tier short $1 tests/test_kernels_hopper.py -k "short_documents or 64-persistent" &
+  tier leaks $1 tests/test_kernels_hopper.py -k "gluon_kernels_do_not_leak and 64" &
+}
 tier_report() {
   for log in $OUT/gpu_tests_*.log; do
     echo "== $log"
@@ -392,8 +398,7 @@ short)  # 2026-12-06: the short-document forward (64-wide key tiles, persistent,
        # the 64-wide persistent forward against the plain one, its probes, the ops' checks and
        # the API), then one quick benchmark (at most 150 + 110 s)
   tier_s=${TIER_S:-150}
-  tier short $tier_s tests/test_kernels_hopper.py -k "short_documents or 64-persistent" &
-  tier leaks $tier_s tests/test_kernels_hopper.py -k "gluon_kernels_do_not_leak and 64" &
+  short_tiers $tier_s
   tier api $tier_s tests/test_api.py tests/test_kernels.py -k "opcheck or api or eager" &
   tier fp8_ops $tier_s tests/test_kernels_fp8.py -k "eager or opcheck" &
   wait
@@ -405,9 +410,7 @@ short)  # 2026-12-06: the short-document forward (64-wide key tiles, persistent,
   ;;
 grid)  # 2026-12-06: the short-document forward's GPU tests (D = 64 and 128), then the full grid
       # with the accuracy table (~216 s on the H200)
-  tier_s=${TIER_S:-120}
-  tier short $tier_s tests/test_kernels_hopper.py -k "short_documents or 64-persistent" &
-  tier leaks $tier_s tests/test_kernels_hopper.py -k "gluon_kernels_do_not_leak and 64" &
+  short_tiers ${TIER_S:-120}
   wait
   tier_report
   FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-390} python -m bench.attention --accuracy \

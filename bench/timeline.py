@@ -73,6 +73,7 @@ def main(argv=None):
         # The L2 flushes: the fills of 256 MB (tens of us; the work queue's fill takes ~2 us)
         flush = [i for i, e in enumerate(kernels)
                  if "fill" in e.name.lower() and e.time_range.elapsed_us() > 30]
+        flushes = {id(kernels[i]) for i in flush}
         print(f"\n## {config}: {len(kernels)} kernels in {args.calls} calls")
         # Each call: from the kernel after its L2 flush to the next flush (or the end).
         starts = [i + 1 for i in flush] or [0]
@@ -87,7 +88,7 @@ def main(argv=None):
         gaps = []
         for a, b in zip(kernels, kernels[1:]):
             gap = b.time_range.start - a.time_range.end
-            if b not in [kernels[i] for i in flush]:  # not the wait for the next call
+            if id(b) not in flushes:  # not the wait for the next call
                 gaps.append((gap, a.name[:40], b.name[:40]))
         print("largest gaps (us): " + "; ".join(f"{g:.0f} {a} -> {b}"
                                                 for g, a, b in sorted(gaps, reverse=True)[:6]))

@@ -2284,12 +2284,12 @@ def _dkdv8_ds_step(dk, dsq, ds_scale, v_smem, do_smem, qt_smem, do_bars, qdo_emp
 
 
 # The pair schedule (FLAMIA_GLUON_DKDV8=S,pair): each partition runs two query tiles per step:
-# both first MMAs issued together, the two tiles' element-wise chains (exponentials, P^T's hand-off, the row maxima and scaling of P'^T
-# or dS'^T) side by side, then both last MMAs from zero accumulators, added in pair order. Both
-# partitions pair the same tiles (each query head's masked, unmasked, masked ranges, an odd
-# range's last tile alone), so a step waits only for the other partition's previous steps: no
-# deadlock with 2 ring slots or 2 P^T slots. Per tile the same operations in the same order:
-# the same bits (GPU test).
+# both first MMAs issued together, the two tiles' element-wise chains (exponentials, P^T's
+# hand-off, the row maxima and scaling of P'^T or dS'^T) side by side, then both last MMAs from
+# zero accumulators, added in pair order. Both partitions pair the same tiles (each query head's
+# masked, unmasked, masked ranges, an odd range's last tile alone), so a step waits only for the
+# other partition's previous steps: no deadlock with 2 ring slots or 2 P^T slots. Per tile the
+# same operations in the same order: the same bits (GPU test).
 @gluon.jit
 def _dkdv8_p_pair(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, p_ready, p_free,
                   qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero, m, i,
