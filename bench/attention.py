@@ -6,7 +6,9 @@ For each workload (packed rows of L tokens, documents drawn from a length distri
 row ends), every provider gets the same q, k, v, dO (each in its own layout, converted outside the
 timed region), is checked against a float32 per-segment reference (O, dQ, dK, dV relative L2 error)
 before it is timed, then timed with triton.testing.do_bench medians: forward, forward+backward,
-and backward = (fwd+bwd) - fwd. FLOPs: 4 * Hq * D * sum_l l(l+1)/2 forward, 2.5x that backward.
+and backward = (fwd+bwd) - fwd. All providers of a workload are timed in --rounds rounds (4), in
+alternating order (round_orders: a heating GPU slows whoever is timed later); a provider's time is
+the mean of its round medians. FLOPs: 4 * Hq * D * sum_l l(l+1)/2 forward, 2.5x that backward.
 Per-batch preparation (FLAMIA's batch plan, FlexAttention's block mask) is built once per batch
 and reused by every layer in training, so it is outside the timed call for both; its cost is
 reported separately.
@@ -399,14 +401,29 @@ def check(fn, q, k, v, do, ref):
     return errs
 
 
-def time_provider(fn, q, k, v, do):
+def round_orders(names: list[str], rounds: int) -> list[list[str]]:
+    """The providers' timing order in each round: as given, then reversed, alternately. A GPU
+    under sustained load runs slower as it heats (H100, 2026-12-06: the same backward kernels
+    3-5% longer after 300 calls of another provider), so a provider always timed after the
+    others would pay for their heat; over an even number of alternating rounds every provider's
+    positions add up to the same number, which cancels a linear drift in the mean of its round
+    medians."""
+    if rounds < 1:
+        raise ValueError(f"rounds={rounds}; accepted: 1 or more (an even number balances drift)")
+    return [list(names) if r % 2 == 0 else list(reversed(names)) for r in range(rounds)]
+
+
+def time_provider(fn, q, k, v, do, rounds=1):
+    """(forward ms, fwd+bwd ms) medians of do_bench over one round's share of the repetitions
+    (200 ms forward, 300 ms fwd+bwd in all)."""
     from triton.testing import do_bench
 
     def fwd_bwd():
         fn().backward(do)
 
-    fwd = do_bench(fn, warmup=50, rep=200, return_mode="median")
-    both = do_bench(fwd_bwd, warmup=50, rep=300, grad_to_none=[q, k, v], return_mode="median")
+    fwd = do_bench(fn, warmup=50, rep=max(200 // rounds, 25), return_mode="median")
+    both = do_bench(fwd_bwd, warmup=50, rep=max(300 // rounds, 25), grad_to_none=[q, k, v],
+                    return_mode="median")
     return fwd, both
 
 
@@ -443,12 +460,11 @@ def kernel_profile(fn, q, k, v, do, iters=5, warm=100) -> dict[str, float]:
 
 class GpuSampler:
     """The GPU's SM clock (MHz) and power (W) sampled every 100 ms by nvidia-smi while the block
-    runs (the timed calls): ``summary`` is {"sm_mhz": median, "sm_mhz_min", "sm_max_mhz",
-    "power_w": median, "samples"}, or None where nvidia-smi cannot be run or gave no sample. A
-    median clock below the maximum says the timing ran throttled (read after the calls instead,
-    the clock is already the idle one)."""
+    runs (the timed calls): ``rows`` are the [sm MHz, max sm MHz, power W] samples, ``summary``
+    is gpu_summary(rows), or None where nvidia-smi cannot be run or gave no sample."""
 
     def __init__(self):
+        self.rows: list[list[float]] = []
         self.summary = None
         self._proc = None
 
@@ -472,20 +488,27 @@ class GpuSampler:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             out, _ = self._proc.communicate()
-        rows = []
         for line in out.splitlines():
             try:
-                rows.append([float(x) for x in line.split(",")])
-            except ValueError:
+                row = [float(x) for x in line.split(",")]
+            except ValueError:  # a header, "[N/A]", an error text
                 continue
-        rows = [r for r in rows if len(r) == 3]
-        if rows:
-            sm = sorted(r[0] for r in rows)
-            power = sorted(r[2] for r in rows)
-            self.summary = {"sm_mhz": sm[len(sm) // 2], "sm_mhz_min": sm[0],
-                            "sm_max_mhz": rows[0][1], "power_w": power[len(power) // 2],
-                            "samples": len(rows)}
+            if len(row) == 3:
+                self.rows.append(row)
+        self.summary = gpu_summary(self.rows)
         return False
+
+
+def gpu_summary(rows: list[list[float]]) -> dict | None:
+    """{"sm_mhz": median, "sm_mhz_min", "sm_max_mhz", "power_w": median, "samples"} of
+    GpuSampler rows (None for none). A median clock below the maximum says the timing ran
+    throttled (read after the calls instead, the clock is already the idle one)."""
+    if not rows:
+        return None
+    sm = sorted(r[0] for r in rows)
+    power = sorted(r[2] for r in rows)
+    return {"sm_mhz": sm[len(sm) // 2], "sm_mhz_min": sm[0], "sm_max_mhz": rows[0][1],
+            "power_w": power[len(power) // 2], "samples": len(rows)}
 
 
 def environment() -> dict:
@@ -549,17 +572,22 @@ def workload_inputs(dist, rows, L, hq, hkv, d, seed=0):
     return lengths, q, k, v, do, cu
 
 
-def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile=False):
-    """All providers on one workload: same inputs, checked, then timed."""
+def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile=False,
+                 rounds=4):
+    """All providers on one workload: same inputs, each checked, then all timed in ``rounds``
+    rounds in alternating order (round_orders); a provider's time is the mean of its round
+    medians, each round's median kept in the row."""
     lengths, q, k, v, do, cu = workload_inputs(dist, rows, L, hq, hkv, d, seed)
     total = rows * L
     ref = segment_reference(q, k, v, do, lengths)
     flops = causal_flops(lengths, hq, d)
-    results = []
+    results = {}
+    fns = {}
     for name in providers:
         row = {"workload": dist, "rows": rows, "L": L, "Hq": hq, "Hkv": hkv, "D": d,
                "segments": len(lengths), "provider": name}
-        # The provider's PROVIDER_ENV for the duration of its measurement, restored after.
+        results[name] = row
+        # The provider's PROVIDER_ENV while it is built, checked, timed and profiled.
         with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
             try:
                 fn = PROVIDERS[name](q, k, v, cu, lengths, L)
@@ -570,19 +598,40 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
                 if max(errs.values()) > CHECK_TOL.get(name, tol):
                     row["error"] = f"failed correctness check (rel err {errs}), not timed"
                 else:
-                    with GpuSampler() as gpu:
-                        fwd, both = time_provider(fn, q, k, v, do)
-                    row["gpu_while_timed"] = gpu.summary
-                    row.update(fwd_ms=fwd, fwd_bwd_ms=both, bwd_ms=both - fwd,
-                               fwd_tflops=flops / fwd * 1e-9,
-                               bwd_tflops=2.5 * flops / (both - fwd) * 1e-9,
-                               fwd_bwd_tflops=3.5 * flops / both * 1e-9)
-                    if profile and name.startswith("flamia"):
-                        row["profile_ms"] = kernel_profile(fn, q, k, v, do)
+                    fns[name] = fn
             except Exception as e:  # a provider that cannot run this workload is reported, not hidden
                 row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-        results.append(row)
-        torch.cuda.empty_cache()
+    samples = {name: [] for name in fns}
+    for order in round_orders(list(fns), rounds):
+        for name in order:
+            if name not in fns:  # failed in an earlier round
+                continue
+            row = results[name]
+            with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
+                try:
+                    with GpuSampler() as gpu:
+                        fwd, both = time_provider(fns[name], q, k, v, do, rounds)
+                except Exception as e:
+                    row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                    del fns[name]
+                    continue
+            samples[name] += gpu.rows
+            row.setdefault("fwd_ms_rounds", []).append(fwd)
+            row.setdefault("fwd_bwd_ms_rounds", []).append(both)
+    for name, fn in fns.items():
+        row = results[name]
+        fwd = sum(row["fwd_ms_rounds"]) / len(row["fwd_ms_rounds"])
+        both = sum(row["fwd_bwd_ms_rounds"]) / len(row["fwd_bwd_ms_rounds"])
+        row["gpu_while_timed"] = gpu_summary(samples[name])
+        row.update(fwd_ms=fwd, fwd_bwd_ms=both, bwd_ms=both - fwd,
+                   fwd_tflops=flops / fwd * 1e-9, bwd_tflops=2.5 * flops / (both - fwd) * 1e-9,
+                   fwd_bwd_tflops=3.5 * flops / both * 1e-9)
+        if profile and name.startswith("flamia"):
+            with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
+                row["profile_ms"] = kernel_profile(fn, q, k, v, do)
+    del fns
+    torch.cuda.empty_cache()
+    results = list(results.values())
     # Per-batch plan cost of flamia (outside the timed call, amortized over layers).
     from triton.testing import do_bench
     plan_ms = do_bench(lambda: batch_plan(cu, total, d), warmup=10, rep=50, return_mode="median")
@@ -598,19 +647,22 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
 
 def format_table(results) -> str:
     lines = ["| workload | Hq/Hkv | D | segs | provider | fwd ms | bwd ms | fwd+bwd ms | fwd TF/s "
-             "| bwd TF/s | fwd+bwd TF/s | vs best baseline | max rel err |",
-             "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| bwd TF/s | fwd+bwd TF/s | vs best baseline | max rel err | round spread |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         head = (f"| {r['workload']} | {r['Hq']}/{r['Hkv']} | {r['D']} | {r['segments']} | "
                 f"{r['provider']} |")
         err = max(r["rel_err"].values()) if "rel_err" in r else float("nan")
         if "fwd_bwd_ms" not in r:
-            lines.append(head + f" - | - | - | - | - | - | - | {err:.1e} ({r.get('error', '')}) |")
+            lines.append(head + f" - | - | - | - | - | - | - | {err:.1e} ({r.get('error', '')}) | - |")
             continue
         sp = r.get("speedup_vs_fastest_baseline", float("nan"))
+        # (slowest - fastest) round median of fwd+bwd over their mean: the timing's own noise
+        rounds = r.get("fwd_bwd_ms_rounds") or [r["fwd_bwd_ms"]]
+        spread = (max(rounds) - min(rounds)) / r["fwd_bwd_ms"]
         lines.append(head + f" {r['fwd_ms']:.3f} | {r['bwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | "
                      f"{r['fwd_tflops']:.0f} | {r['bwd_tflops']:.0f} | {r['fwd_bwd_tflops']:.0f} | "
-                     f"{sp:.2f}x | {err:.1e} |")
+                     f"{sp:.2f}x | {err:.1e} | {100 * spread:.1f}% |")
     return "\n".join(lines)
 
 
@@ -645,6 +697,8 @@ def main(argv=None):
     ap.add_argument("--dists", nargs="+", choices=DISTRIBUTIONS,
                     help="these distributions only (with --quick: B=4, L=8k, Hq=Hkv=16, D=128; "
                     "else their rows of the full grid)")
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="timing rounds per workload, in alternating provider order (default 4)")
     ap.add_argument("--profile", action="store_true",
                     help="also record each flamia provider's GPU time per kernel (torch.profiler)")
     ap.add_argument("--source-hash", action="store_true",
@@ -671,7 +725,8 @@ def main(argv=None):
     results = []
     for w in grid:
         try:
-            res = run_workload(*w, providers=args.providers, profile=args.profile)
+            res = run_workload(*w, providers=args.providers, profile=args.profile,
+                               rounds=args.rounds)
         except torch.OutOfMemoryError as e:  # the reference of a huge workload: report, go on
             res = [{"workload": w[0], "rows": w[1], "L": w[2], "Hq": w[3], "Hkv": w[4], "D": w[5],
                     "segments": -1, "provider": "all", "error": f"OOM: {str(e)[:120]}"}]

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from bench.attention import GpuSampler
+from bench.attention import GpuSampler, gpu_summary, round_orders
 
 
 @pytest.fixture
@@ -40,3 +40,25 @@ def test_gpu_sampler_without_nvidia_smi(tmp_path, monkeypatch):
     with GpuSampler() as gpu:
         pass
     assert gpu.summary is None
+
+
+def test_round_orders_balance_positions():
+    """Over an even number of rounds every provider's positions add up to the same number (a
+    linear drift of the GPU's speed cancels in the mean); one round keeps the given order."""
+    names = ["a", "b", "c", "d", "e"]
+    orders = round_orders(names, 4)
+    assert orders[0] == names and orders[1] == names[::-1]
+    assert all(sorted(o) == sorted(names) for o in orders)
+    sums = {n: sum(o.index(n) for o in orders) for n in names}
+    assert set(sums.values()) == {2 * (len(names) - 1)}
+    assert round_orders(names, 1) == [names]
+    with pytest.raises(ValueError, match="rounds=0"):
+        round_orders(names, 0)
+
+
+def test_gpu_summary_of_pooled_rounds():
+    """The summary of several rounds' samples is the summary of them pooled."""
+    rows = [[1980, 1980, 500], [1755, 1980, 690], [1830, 1980, 650]]
+    assert gpu_summary(rows) == {"sm_mhz": 1830, "sm_mhz_min": 1755, "sm_max_mhz": 1980,
+                                 "power_w": 650, "samples": 3}
+    assert gpu_summary([]) is None
