@@ -33,6 +33,8 @@ Providers:
     flamia-bf16 (LPT order)  the same with FLAMIA_ORDER=longest: tiles launched by work alone
                  (the order before 2026-12-05 evening; flamia.kernels.attention.launch_order);
                  named with --providers only
+    flamia-bf16 (A/A control)  flamia-bf16 again, timed as a provider of its own: how far apart
+                 two timings of the same code come out; named with --providers only
     flamia-mxfp8 flamia.attention(recipe="mxfp8", impl="triton"), quantization included
     flamia-mxfp8 (Gluon dK/dV)  the same with FLAMIA_DKDV_KERNEL=gluon: the warp-specialized Gluon
                  FP8 dK/dV kernel (one kernel, S^T and P^T once) instead of the triton dV-only and
@@ -315,6 +317,7 @@ PROVIDERS = {
     "flamia-bf16 (persistent fwd, dQ)": prep_flamia,
     "flamia-bf16 (doc tiles)": prep_flamia,
     "flamia-bf16 (LPT order)": prep_flamia,
+    "flamia-bf16 (A/A control)": prep_flamia,
     "flamia-mxfp8": prep_flamia_mxfp8,
     "flamia-mxfp8 (Gluon dK/dV)": prep_flamia_mxfp8,
     "flamia-mxfp8 (LPT order)": prep_flamia_mxfp8,
@@ -347,7 +350,10 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 # the persistent Gluon forward and dQ kernels (2026-12-05, fourth session): opt-in
                 "flamia-bf16 (persistent fwd)": {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent"},
                 "flamia-bf16 (persistent fwd, dQ)": {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent",
-                                                     "FLAMIA_GLUON_DQ": "persistent"}}
+                                                     "FLAMIA_GLUON_DQ": "persistent"},
+                # flamia-bf16 again, timed as another provider: the difference between the two
+                # rows is the timing's noise (a GPU that throttles under load: H100, 2026-12-06)
+                "flamia-bf16 (A/A control)": {}}
 # The full grid leaves out the fused-dQ variant (slower, bench/results/dq_diagnose_20261203_H200.txt);
 # name it with --providers to include it.
 DEFAULT_PROVIDERS = [name for name in PROVIDERS if name not in PROVIDER_ENV]
