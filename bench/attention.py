@@ -469,16 +469,19 @@ class GpuSampler:
     runs (the timed calls): ``rows`` are the [sm MHz, max sm MHz, power W] samples, ``summary``
     is gpu_summary(rows), or None where nvidia-smi cannot be run or gave no sample."""
 
-    def __init__(self):
+    def __init__(self, interval_ms: int = 100):
+        self.interval_ms = interval_ms
         self.rows: list[list[float]] = []
         self.summary = None
         self._proc = None
 
     def __enter__(self):
+        if self.interval_ms <= 0:  # sampling off
+            return self
         try:
             self._proc = subprocess.Popen(
                 ["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,power.draw",
-                 "--format=csv,noheader,nounits", "-lms", "100", "-i",
+                 "--format=csv,noheader,nounits", "-lms", str(self.interval_ms), "-i",
                  str(torch.cuda.current_device())],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         except OSError:
@@ -579,7 +582,7 @@ def workload_inputs(dist, rows, L, hq, hkv, d, seed=0):
 
 
 def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile=False,
-                 rounds=4):
+                 rounds=4, sample_ms=100):
     """All providers on one workload: same inputs, each checked, then all timed in ``rounds``
     rounds in alternating order (round_orders); a provider's time is the mean of its round
     medians, each round's median kept in the row."""
@@ -615,7 +618,7 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
             row = results[name]
             with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
                 try:
-                    with GpuSampler() as gpu:
+                    with GpuSampler(sample_ms) as gpu:
                         fwd, both = time_provider(fns[name], q, k, v, do, rounds)
                 except Exception as e:
                     row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
@@ -705,6 +708,9 @@ def main(argv=None):
                     "else their rows of the full grid)")
     ap.add_argument("--rounds", type=int, default=4,
                     help="timing rounds per workload, in alternating provider order (default 4)")
+    ap.add_argument("--sample-ms", type=int, default=100,
+                    help="nvidia-smi's sampling period of the SM clock and power while timing; "
+                    "0: no sampling (default 100)")
     ap.add_argument("--profile", action="store_true",
                     help="also record each flamia provider's GPU time per kernel (torch.profiler)")
     ap.add_argument("--source-hash", action="store_true",
@@ -732,7 +738,7 @@ def main(argv=None):
     for w in grid:
         try:
             res = run_workload(*w, providers=args.providers, profile=args.profile,
-                               rounds=args.rounds)
+                               rounds=args.rounds, sample_ms=args.sample_ms)
         except torch.OutOfMemoryError as e:  # the reference of a huge workload: report, go on
             res = [{"workload": w[0], "rows": w[1], "L": w[2], "Hq": w[3], "Hkv": w[4], "D": w[5],
                     "segments": -1, "provider": "all", "error": f"OOM: {str(e)[:120]}"}]

@@ -44,6 +44,8 @@
 #   grid: the short-document forward's GPU tests (D = 64 and 128), then the full grid (~5 min)
 #   timeline: kernel timelines of the persistent forward after 3 and 300 calls, with clocks
 #   d64: the D = 64 forward with 3 and 4 ring slots (ws and persistent): GPU tests, variants
+#   default: the persistent forward as the default: BF16 Gluon + API GPU tests, U(32, 1024) with
+#            and without clock sampling, the full grid (timed in alternating rounds) (~9 min)
 # Run 2026-12-06 (ninth session, H100s only): short (tests pass, quick bench), grid (full grid at
 # 3598fad), the D = 64 forward variants and a timeline (README, Performance).
 # Next session, in this order: grid on an H200 (the full grid of the current tree: no H200 has
@@ -442,6 +444,27 @@ timeline)  # 2026-12-06: the persistent forward's timed-vs-kernel gap: kernel ti
     nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
     grep -E "^##|^call|gaps" $OUT/timeline_warm$warm.txt
   done
+  ;;
+default)  # 2026-12-06 (tenth session): the persistent forward as the default: the GPU tests that
+         # run the default forward and the API tests (side by side), U(32, 1024) timed with and without nvidia-smi
+         # sampling (its timings varied 35-47% between rounds), then the full grid (~9 min)
+  tier fwd ${TIER_S:-170} tests/test_kernels_hopper.py -k "flash_attention_rule or \
+matches_triton_forward or short_documents or doc_tiles_gluon" &
+  tier leaks ${TIER_S:-170} tests/test_kernels_hopper.py -k "do_not_leak and not fp8" &
+  tier ws ${TIER_S:-170} tests/test_kernels_hopper.py -k "warp_specialized_forward_is_the_plain" &
+  tier api ${TIER_S:-170} tests/test_api.py &
+  wait
+  tier_report
+  for ms in 0 100; do
+    FLAMIA_AUTOTUNE=8x3,4x3 step "u32 sample-ms $ms" 80 python -m bench.attention --quick \
+      --rounds 6 --sample-ms $ms --dists u32_1024 --providers flamia-bf16 \
+      "flamia-bf16 (A/A control)" cudnn-thd --out $OUT/u32_sample$ms > $OUT/u32_sample$ms.log 2>&1
+    grep -E "^\| " $OUT/u32_sample$ms.log | grep -v "^| ---" | cut -d"|" -f6-9,13,15
+  done
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-330} python -m bench.attention --accuracy \
+    --profile --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^(mxfp8|nvfp4|bf16|fp8)|Error" $OUT/bench.log | grep -v "^| ---" | tail -70 \
+    | cut -d"|" -f2-7,9,13,15
   ;;
 gputests)  # the whole GPU tier in one call: four pytest processes side by side on the one GPU
           # (compiling kernels is most of their time, and the machine has 16 cores), each with

@@ -62,3 +62,11 @@ def test_gpu_summary_of_pooled_rounds():
     assert gpu_summary(rows) == {"sm_mhz": 1830, "sm_mhz_min": 1755, "sm_max_mhz": 1980,
                                  "power_w": 650, "samples": 3}
     assert gpu_summary([]) is None
+
+
+def test_gpu_sampler_off(fake_nvidia_smi):
+    """A period of 0 runs no nvidia-smi at all (--sample-ms 0)."""
+    fake_nvidia_smi(["1980, 1980, 600"])
+    with GpuSampler(0) as gpu:
+        time.sleep(0.2)
+    assert gpu.summary is None and gpu.rows == []

@@ -114,7 +114,8 @@ def test_gluon_kernel_refusal(monkeypatch):
 def test_gluon_forward_config_is_checked(monkeypatch):
     """FLAMIA_GLUON_FWD (tile sweeps) is parsed and checked before anything is compiled."""
     from flamia.kernels import attention_hopper as H
-    assert H.config() == H.DEFAULT_CONFIG and H.fwd_mode() == H.DEFAULT_MODE == "ws"
+    assert H.config() == H.DEFAULT_CONFIG and H.fwd_mode() == H.DEFAULT_MODE == "persistent"
+    assert H.fwd_mode(doc_tiles=True) == H.DOC_TILES_MODE == "ws"  # persistent: grid tiles only
     monkeypatch.setenv("FLAMIA_GLUON_FWD", "64,64,4,2")
     assert H.config() == (64, 64, 4, 2) and H.fwd_mode() == ""  # four fields: the plain kernel
     monkeypatch.setenv("FLAMIA_GLUON_FWD", "128,128,8,3,ws")

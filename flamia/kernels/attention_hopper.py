@@ -13,18 +13,18 @@ to ~1e-5 relative), built the way FlashAttention-3 builds its forward:
   2.47 ms for the plain kernel, lognormal 1k 0.78-0.81 vs 0.85, U(32, 1024) 0.38-0.40 vs 0.42;
   the same bits as the plain kernel. Optional ping-pong turns between the warpgroups
   (FlashAttention-3's schedule, FLAMIA_GLUON_FWD=128,128,8,2,pingpong) measured no faster;
-- persistent (_attn_fwd_hopper_persistent_kernel, FLAMIA_GLUON_FWD=128,128,8,2,persistent,
-  opt-in): the warp-specialized forward with one program per SM taking the (head, tile) work
-  items in turn, the next tile's Q and first K/V loaded while the consumers finish the current
-  one. Same bits (GPU test); on an H100 (2026-12-05, bench/results/fwd_variants_20261205_H100.txt)
-  4-7% less kernel time on short documents (U(32, 1024) 0.454 vs 0.472 ms, lognormal 1k 0.844
-  vs 0.906), one document 2.10 vs 1.99 ms in that run and equal in the quick benchmark (work
-  items then dealt round-robin, later in snake order); the persistent dQ kernel
-  (FLAMIA_GLUON_DQ=persistent) is built the same way: same bits, no faster (2026-12-05 18:23).
-  In the grouped launch order a static deal is unbalanced (bench.tile_model), so since the
-  evening of 2026-12-05 both take their items from a work queue (_take_item; H200 2026-12-06:
-  same bits, GPU tests pass; 1-7% less kernel time, fwd+bwd not faster). With 64-wide key tiles
-  the persistent forward is the default for short documents (SHORT_DOCS_CONFIG);
+- persistent (_attn_fwd_hopper_persistent_kernel, FLAMIA_GLUON_FWD=128,128,8,2,persistent; the
+  default since 2026-12-06, see DEFAULT_MODE): the warp-specialized forward with one program per
+  SM taking the (head, tile) work items in turn, the next tile's Q and first K/V loaded while the
+  consumers finish the current one. Same bits (GPU test); on an H100 (2026-12-05,
+  bench/results/fwd_variants_20261205_H100.txt) 4-7% less kernel time on short documents
+  (U(32, 1024) 0.454 vs 0.472 ms, lognormal 1k 0.844 vs 0.906), one document 2.10 vs 1.99 ms in
+  that run and equal in the quick benchmark (work items then dealt round-robin, later in snake
+  order); the persistent dQ kernel (FLAMIA_GLUON_DQ=persistent) is built the same way: same
+  bits, no faster (2026-12-05 18:23). In the grouped launch order a static deal is unbalanced
+  (bench.tile_model), so since the evening of 2026-12-05 both take their items from a work queue
+  (_take_item; H200 2026-12-06: same bits, GPU tests pass; 1-7% less kernel time). With 64-wide
+  key tiles it is also the short-document forward (SHORT_DOCS_CONFIG);
 - the plain kernel (_attn_fwd_hopper_kernel, FLAMIA_GLUON_FWD=M,N,W,S): 8 warps, the ring refilled
   by the warpgroups themselves after a CTA barrier (both warpgroups read each slot, and a
   warpgroup_mma_wait only covers the MMAs of the warpgroup that waits); Nsight Compute put 23%
@@ -128,9 +128,17 @@ LOG2E = 1.4426950408889634
 # kernel's.)
 FWD_MODES = ("ws", "pingpong", "persistent")
 DEFAULT_CONFIG = (128, 128, 8, 2)
-# Default mode: warp-specialized ("ws"), 4-14% faster than the plain kernel on the H200 and the
-# same bits (bench/results/fwd_variants_20261204_H200.txt); ping-pong turns were not faster.
-DEFAULT_MODE = "ws"
+# Default mode: persistent since 2026-12-06 (tenth session). Warp-specialized ("ws") was 4-14%
+# faster than the plain kernel on the H200 and the same bits (bench/results/
+# fwd_variants_20261204_H200.txt; ping-pong turns were not faster); the persistent forward is the
+# same consumers with one program per SM and the same bits (GPU test). Its forward was faster
+# before, but its fwd+bwd looked no faster while providers were timed one after the other on a
+# GPU that slows as it heats; timed in alternating rounds with an A/A control (H100, bench/results/
+# attention_20261206-0701_NVIDIA_H100_80GB_HBM3.md: two timings of the ws default differ by
+# 0.2-0.9%), it is 1.0-2.5% faster fwd+bwd on equal 2k, U(128, 4096), lognormal 1k (D = 64, 128,
+# GQA 32/8). Doc tiles (FLAMIA_TILES=doc), which the persistent forward does not take, keep "ws".
+DEFAULT_MODE = "persistent"
+DOC_TILES_MODE = "ws"
 # Short documents (kernels.attention.fwd_short_docs: every document of the call at most
 # SHORT_DOCS_MAX_SEQLEN tokens, D = 64 or 128): 64-wide key tiles in the persistent forward. A
 # 128-row tile of such documents is a few key tiles, mostly masked ones at document boundaries and
@@ -151,13 +159,15 @@ SHORT_DOCS_HEAD_DIMS = (64, 128)
 PERSISTENT_MAX_STAGES = {64: 4, 128: 2}
 
 
-def _fwd_setting(short_docs: bool = False) -> tuple[tuple[int, int, int, int], str]:
+def _fwd_setting(short_docs: bool = False, doc_tiles: bool = False
+                 ) -> tuple[tuple[int, int, int, int], str]:
     """The forward's (tile config, mode): FLAMIA_GLUON_FWD when set (sweeps; it wins), else the
-    short-document setting or the default."""
+    short-document setting, the doc-tile mode or the default."""
     text = os.environ.get("FLAMIA_GLUON_FWD")
     if not text:
-        return (SHORT_DOCS_CONFIG, SHORT_DOCS_MODE) if short_docs else (DEFAULT_CONFIG,
-                                                                         DEFAULT_MODE)
+        if short_docs:
+            return SHORT_DOCS_CONFIG, SHORT_DOCS_MODE
+        return DEFAULT_CONFIG, DOC_TILES_MODE if doc_tiles else DEFAULT_MODE
     fields = text.split(",")
     mode = fields[4] if len(fields) == 5 and fields[4] in FWD_MODES else ""
     try:
@@ -181,11 +191,11 @@ def config(short_docs: bool = False) -> tuple[int, int, int, int]:
     return _fwd_setting(short_docs)[0]
 
 
-def fwd_mode(short_docs: bool = False) -> str:
+def fwd_mode(short_docs: bool = False, doc_tiles: bool = False) -> str:
     """"" (the plain forward), "ws" or "pingpong" (_attn_fwd_hopper_ws_kernel without / with
     turns) or "persistent" (_attn_fwd_hopper_persistent_kernel), from FLAMIA_GLUON_FWD's fifth
-    field or, unset, the default or the short-document mode."""
-    return _fwd_setting(short_docs)[1]
+    field or, unset, the default, the short-document or the doc-tile mode."""
+    return _fwd_setting(short_docs, doc_tiles)[1]
 
 
 @gluon.jit
@@ -2717,7 +2727,7 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse, s
     total, hq, d = q.shape
     assert o.shape == q.shape and o.is_contiguous(), "o: contiguous [T, Hq, D]"
     assert lse.shape == (hq, total) and lse.stride(1) == 1, "lse: [Hq, T], unit stride along T"
-    (block_m, block_n, warps, stages), mode = _fwd_setting(short_docs)
+    (block_m, block_n, warps, stages), mode = _fwd_setting(short_docs, doc_tiles)
     grid = (hq, order_fwd.numel())
     seg_end = _seg_end(seg_end, doc_tiles, seg_start)
     if mode == "persistent":
