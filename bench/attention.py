@@ -8,7 +8,7 @@ timed region), is checked against a float32 per-segment reference (O, dQ, dK, dV
 before it is timed, then timed with triton.testing.do_bench medians: forward, forward+backward,
 and backward = (fwd+bwd) - fwd. All providers of a workload are timed in --rounds rounds (4), in
 alternating order (round_orders: a heating GPU slows whoever is timed later); a provider's time is
-the mean of its round medians. FLOPs: 4 * Hq * D * sum_l l(l+1)/2 forward, 2.5x that backward.
+the mean of its round medians. Python's garbage collector is off while timing (--keep-gc: on). FLOPs: 4 * Hq * D * sum_l l(l+1)/2 forward, 2.5x that backward.
 Per-batch preparation (FLAMIA's batch plan, FlexAttention's block mask) is built once per batch
 and reused by every layer in training, so it is outside the timed call for both; its cost is
 reported separately.
@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import inspect
 import json
 import math
@@ -582,7 +583,7 @@ def workload_inputs(dist, rows, L, hq, hkv, d, seed=0):
 
 
 def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile=False,
-                 rounds=4, sample_ms=100):
+                 rounds=4, sample_ms=100, keep_gc=False):
     """All providers on one workload: same inputs, each checked, then all timed in ``rounds``
     rounds in alternating order (round_orders); a provider's time is the mean of its round
     medians, each round's median kept in the row."""
@@ -611,22 +612,34 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
             except Exception as e:  # a provider that cannot run this workload is reported, not hidden
                 row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
     samples = {name: [] for name in fns}
-    for order in round_orders(list(fns), rounds):
-        for name in order:
-            if name not in fns:  # failed in an earlier round
-                continue
-            row = results[name]
-            with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
-                try:
-                    with GpuSampler(sample_ms) as gpu:
-                        fwd, both = time_provider(fns[name], q, k, v, do, rounds)
-                except Exception as e:
-                    row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-                    del fns[name]
+    # Python's garbage collector is off while timing (as timeit does, and as torchtitan's trainer
+    # runs, collecting every training.gc_freq steps): a full collection walks every object of the
+    # process (compiled FlexAttention graphs, every provider's state) and lands in the calls of
+    # whichever provider allocates most on the host. keep_gc: leave it on.
+    gc_was_on = gc.isenabled()
+    if not keep_gc:
+        gc.collect()
+        gc.disable()
+    try:
+        for order in round_orders(list(fns), rounds):
+            for name in order:
+                if name not in fns:  # failed in an earlier round
                     continue
-            samples[name] += gpu.rows
-            row.setdefault("fwd_ms_rounds", []).append(fwd)
-            row.setdefault("fwd_bwd_ms_rounds", []).append(both)
+                row = results[name]
+                with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
+                    try:
+                        with GpuSampler(sample_ms) as gpu:
+                            fwd, both = time_provider(fns[name], q, k, v, do, rounds)
+                    except Exception as e:
+                        row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                        del fns[name]
+                        continue
+                samples[name] += gpu.rows
+                row.setdefault("fwd_ms_rounds", []).append(fwd)
+                row.setdefault("fwd_bwd_ms_rounds", []).append(both)
+    finally:
+        if gc_was_on:
+            gc.enable()
     for name, fn in fns.items():
         row = results[name]
         fwd = sum(row["fwd_ms_rounds"]) / len(row["fwd_ms_rounds"])
@@ -711,6 +724,8 @@ def main(argv=None):
     ap.add_argument("--sample-ms", type=int, default=100,
                     help="nvidia-smi's sampling period of the SM clock and power while timing; "
                     "0: no sampling (default 100)")
+    ap.add_argument("--keep-gc", action="store_true",
+                    help="leave Python's garbage collector on while timing (default: off)")
     ap.add_argument("--profile", action="store_true",
                     help="also record each flamia provider's GPU time per kernel (torch.profiler)")
     ap.add_argument("--source-hash", action="store_true",
@@ -738,7 +753,8 @@ def main(argv=None):
     for w in grid:
         try:
             res = run_workload(*w, providers=args.providers, profile=args.profile,
-                               rounds=args.rounds, sample_ms=args.sample_ms)
+                               rounds=args.rounds, sample_ms=args.sample_ms,
+                               keep_gc=args.keep_gc)
         except torch.OutOfMemoryError as e:  # the reference of a huge workload: report, go on
             res = [{"workload": w[0], "rows": w[1], "L": w[2], "Hq": w[3], "Hkv": w[4], "D": w[5],
                     "segments": -1, "provider": "all", "error": f"OOM: {str(e)[:120]}"}]
