@@ -24,8 +24,11 @@ Providers:
                  kernel's lse2 and delta by global loads instead of its producer's TMA (the
                  default since 2026-12-05); named with --providers only
     flamia-bf16 (persistent fwd)  the same with FLAMIA_GLUON_FWD=128,128,8,2,persistent: the
-                 persistent Gluon forward (one program per SM taking tiles from a queue); named
-                 with --providers only
+                 persistent Gluon forward with 128-wide key tiles (the default forward since
+                 2026-12-06 except on short documents, which take 64-wide ones); named with
+                 --providers only
+    flamia-bf16 (ws fwd)  the same with FLAMIA_GLUON_FWD=128,128,8,2,ws: the warp-specialized
+                 forward, the default before 2026-12-06; named with --providers only
     flamia-bf16 (persistent fwd, dQ)  the same and FLAMIA_GLUON_DQ=persistent: the persistent
                  Gluon dQ kernel too; named with --providers only
     flamia-bf16 (doc tiles)  the same with FLAMIA_TILES=doc: tiles start at each document's start
@@ -315,6 +318,7 @@ PROVIDERS = {
     "flamia-bf16 (triton kernels)": prep_flamia,
     "flamia-bf16 (dK/dV lse by loads)": prep_flamia,
     "flamia-bf16 (persistent fwd)": prep_flamia,
+    "flamia-bf16 (ws fwd)": prep_flamia,
     "flamia-bf16 (persistent fwd, dQ)": prep_flamia,
     "flamia-bf16 (doc tiles)": prep_flamia,
     "flamia-bf16 (LPT order)": prep_flamia,
@@ -348,8 +352,11 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 # vs 5.52 ms for the triton kernels, U(32, 1024) 0.85 vs 0.81)
                 "flamia-mxfp8 (Gluon dK/dV pair steps)": {"FLAMIA_DKDV_KERNEL": "gluon",
                                                           "FLAMIA_GLUON_DKDV8": "3,pair"},
-                # the persistent Gluon forward and dQ kernels (2026-12-05, fourth session): opt-in
+                # the persistent Gluon forward (2026-12-05, fourth session; the default since
+                # 2026-12-06 but on short documents) and the former default; the persistent dQ
+                # kernel: opt-in
                 "flamia-bf16 (persistent fwd)": {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent"},
+                "flamia-bf16 (ws fwd)": {"FLAMIA_GLUON_FWD": "128,128,8,2,ws"},
                 "flamia-bf16 (persistent fwd, dQ)": {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent",
                                                      "FLAMIA_GLUON_DQ": "persistent"},
                 # flamia-bf16 again, timed as another provider: the difference between the two
