@@ -48,8 +48,11 @@
 #            and without clock sampling, the full grid (timed in alternating rounds) (~9 min)
 # Run 2026-12-06 (ninth session, H100s only): short (tests pass, quick bench), grid (full grid at
 # 3598fad), the D = 64 forward variants and a timeline (README, Performance).
-# Next session, in this order: grid on an H200 (the full grid of the current tree: no H200 has
-# run the short-document forward yet), then timeline, then d64.
+# Run 2026-12-06 (tenth session, H100s only): timeline and d64 (README, Performance: the GPU
+# slows as it heats, hence the alternating rounds of bench.attention), default (its GPU tests
+# pass; its grid ran past the step's 330 s: BENCH_S=420 for a whole grid with rounds).
+# Next session: BENCH_S=420 bash bench/h200_session.sh grid on an H200 (no H200 has run the
+# persistent default, the short-document forward or the alternating rounds yet).
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
