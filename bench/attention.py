@@ -8,7 +8,9 @@ timed region), is checked against a float32 per-segment reference (O, dQ, dK, dV
 before it is timed, then timed with triton.testing.do_bench medians: forward, forward+backward,
 and backward = (fwd+bwd) - fwd. All providers of a workload are timed in --rounds rounds (4), in
 alternating order (round_orders: a heating GPU slows whoever is timed later); a provider's time is
-the mean of its round medians. Python's garbage collector is off while timing (--keep-gc: on). FLOPs: 4 * Hq * D * sum_l l(l+1)/2 forward, 2.5x that backward.
+the mean of its round medians. Python's garbage collector is off while timing (--keep-gc: on).
+"host ms": one fwd+bwd call's host time from an idle GPU (host_ms); near the timed fwd+bwd, the
+row measured the host. FLOPs: 4 * Hq * D * sum_l l(l+1)/2 forward, 2.5x that backward.
 Per-batch preparation (FLAMIA's batch plan, FlexAttention's block mask) is built once per batch
 and reused by every layer in training, so it is outside the timed call for both; its cost is
 reported separately.
@@ -72,6 +74,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from unittest import mock
 
 import torch
@@ -441,6 +444,29 @@ def time_provider(fn, q, k, v, do, rounds=1):
     return fwd, both
 
 
+def _fwd_bwd_once(fn, q, k, v, do):
+    for t in (q, k, v):
+        t.grad = None
+    fn().backward(do)
+
+
+def host_ms(call, sync, iters=20) -> float:
+    """Median host time of ``call`` (ms) from an idle GPU: each call starts after ``sync`` and is
+    timed until it returns, so nothing waits for queued GPU work unless the call itself
+    synchronizes. A provider whose host time is near its timed GPU time is host-bound: its
+    timing then measures the host (2026-12-06: U(32, 1024), about 1.0-1.2 ms of host time per
+    flamia-bf16 fwd+bwd against 1.25 ms of kernels)."""
+    times = []
+    for _ in range(iters):
+        sync()
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1e3)
+    sync()
+    times.sort()
+    return times[len(times) // 2]
+
+
 def kernel_profile(fn, q, k, v, do, iters=5, warm=100) -> dict[str, float]:
     """Where one fwd+bwd call's GPU time goes: ms per call of each CUDA kernel (torch.profiler),
     largest first. Names are the kernels' own (Triton function names, torch copy kernels).
@@ -450,17 +476,12 @@ def kernel_profile(fn, q, k, v, do, iters=5, warm=100) -> dict[str, float]:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    def fwd_bwd():
-        for t in (q, k, v):
-            t.grad = None
-        fn().backward(do)
-
     for _ in range(warm):
-        fwd_bwd()
+        _fwd_bwd_once(fn, q, k, v, do)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
-            fwd_bwd()
+            _fwd_bwd_once(fn, q, k, v, do)
         torch.cuda.synchronize()
     times: dict[str, float] = {}
     for e in prof.key_averages():
@@ -644,6 +665,13 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
                 samples[name] += gpu.rows
                 row.setdefault("fwd_ms_rounds", []).append(fwd)
                 row.setdefault("fwd_bwd_ms_rounds", []).append(both)
+        for name, fn in fns.items():
+            with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
+                try:
+                    results[name]["host_fwd_bwd_ms"] = host_ms(
+                        lambda: _fwd_bwd_once(fn, q, k, v, do), torch.cuda.synchronize)
+                except Exception as e:  # timed already: keep its times, say why no host time
+                    results[name]["host_error"] = f"{type(e).__name__}: {str(e)[:200]}"
     finally:
         if gc_was_on:
             gc.enable()
@@ -676,22 +704,26 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
 
 def format_table(results) -> str:
     lines = ["| workload | Hq/Hkv | D | segs | provider | fwd ms | bwd ms | fwd+bwd ms | fwd TF/s "
-             "| bwd TF/s | fwd+bwd TF/s | vs best baseline | max rel err | round spread |",
-             "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| bwd TF/s | fwd+bwd TF/s | vs best baseline | max rel err | round spread "
+             "| host ms |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         head = (f"| {r['workload']} | {r['Hq']}/{r['Hkv']} | {r['D']} | {r['segments']} | "
                 f"{r['provider']} |")
         err = max(r["rel_err"].values()) if "rel_err" in r else float("nan")
         if "fwd_bwd_ms" not in r:
-            lines.append(head + f" - | - | - | - | - | - | - | {err:.1e} ({r.get('error', '')}) | - |")
+            lines.append(head + " - |" * 7 + f" {err:.1e} ({r.get('error', '')}) | - | - |")
             continue
         sp = r.get("speedup_vs_fastest_baseline", float("nan"))
         # (slowest - fastest) round median of fwd+bwd over their mean: the timing's own noise
         rounds = r.get("fwd_bwd_ms_rounds") or [r["fwd_bwd_ms"]]
         spread = (max(rounds) - min(rounds)) / r["fwd_bwd_ms"]
+        # host time of one fwd+bwd call from an idle GPU (host_ms); near the timed fwd+bwd
+        # the row measured the host, not the GPU
+        host = f"{r['host_fwd_bwd_ms']:.3f}" if "host_fwd_bwd_ms" in r else "-"
         lines.append(head + f" {r['fwd_ms']:.3f} | {r['bwd_ms']:.3f} | {r['fwd_bwd_ms']:.3f} | "
                      f"{r['fwd_tflops']:.0f} | {r['bwd_tflops']:.0f} | {r['fwd_bwd_tflops']:.0f} | "
-                     f"{sp:.2f}x | {err:.1e} | {100 * spread:.1f}% |")
+                     f"{sp:.2f}x | {err:.1e} | {100 * spread:.1f}% | {host} |")
     return "\n".join(lines)
 
 

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from bench.attention import GpuSampler, gpu_summary, round_orders
+from bench.attention import GpuSampler, format_table, gpu_summary, host_ms, round_orders
 
 
 @pytest.fixture
@@ -70,3 +70,27 @@ def test_gpu_sampler_off(fake_nvidia_smi):
     with GpuSampler(0) as gpu:
         time.sleep(0.2)
     assert gpu.summary is None and gpu.rows == []
+
+
+def test_host_ms_is_the_median_call_time():
+    """host_ms: the median time until each call returns, each call after a sync (counted)."""
+    delays = iter([0.03, 0.001, 0.002, 0.001, 0.04])
+    syncs = []
+    ms = host_ms(lambda: time.sleep(next(delays)), lambda: syncs.append(1), iters=5)
+    assert 1.5 <= ms < 20  # the median is the 2 ms call, not a 30-40 ms one
+    assert len(syncs) == 6  # before each call and once after the last
+
+
+def test_table_shows_round_spread_and_host_time():
+    row = {"workload": "u32_1024", "Hq": 16, "Hkv": 16, "D": 128, "segments": 60,
+           "provider": "p", "fwd_ms": 0.3, "bwd_ms": 1.0, "fwd_bwd_ms": 1.3, "fwd_tflops": 1,
+           "bwd_tflops": 1, "fwd_bwd_tflops": 1, "fwd_bwd_ms_rounds": [1.2, 1.4],
+           "host_fwd_bwd_ms": 1.1, "rel_err": {"O": 1e-3}}
+    failed = {"workload": "u32_1024", "Hq": 16, "Hkv": 16, "D": 128, "segments": 60,
+              "provider": "x", "error": "no"}
+    lines = format_table([row, failed]).splitlines()
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    for line in lines[2:]:  # every row has the header's columns
+        assert len(line.strip("|").split("|")) == len(header)
+    cells = dict(zip(header, (c.strip() for c in lines[2].strip("|").split("|"))))
+    assert cells["round spread"] == "15.4%" and cells["host ms"] == "1.100"
