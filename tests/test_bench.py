@@ -94,3 +94,63 @@ def test_table_shows_round_spread_and_host_time():
         assert len(line.strip("|").split("|")) == len(header)
     cells = dict(zip(header, (c.strip() for c in lines[2].strip("|").split("|"))))
     assert cells["round spread"] == "15.4%" and cells["host ms"] == "1.100"
+
+
+def test_run_workload_times_in_alternating_rounds(monkeypatch):
+    """run_workload on CPU with fake providers and a fake timer: each provider is checked once,
+    then timed once per round in alternating order; its time is the mean of its round medians;
+    a provider that fails in a later round is reported with the error and not timed further;
+    the GC is back on afterwards. (The timer is do_bench on the GPU; here it is recorded.)"""
+    import gc
+
+    import bench.attention as A
+    import triton.testing
+
+    total, h, d = 64, 2, 16
+
+    def inputs(dist, rows, L, hq, hkv, d_, seed=0):
+        gen = torch.Generator().manual_seed(seed)
+        mk = lambda: torch.randn(total, h, d, generator=gen)
+        q, k, v = (mk().requires_grad_() for _ in range(3))
+        return [total], q, k, v, mk(), torch.tensor([0, total], dtype=torch.int32)
+
+    attend = lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True).transpose(0, 1)
+
+    def reference(q, k, v, do, lengths):
+        q_, k_, v_ = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        o = attend(q_, k_, v_)
+        o.backward(do)
+        return o.detach(), q_.grad, k_.grad, v_.grad
+
+    prep = lambda q, k, v, cu, lengths, L: (lambda: attend(q, k, v))
+    calls = []
+    times = {"a": [(1.0, 3.0), (1.2, 3.4)], "b": [(2.0, 5.0), (2.0, 5.0)]}
+
+    def fake_time(fn, q, k, v, do, rounds=1):
+        name = ["a", "b", "c", "c", "b", "a"][len(calls)]
+        calls.append(name)
+        if name == "c":
+            if calls.count("c") == 2:
+                raise RuntimeError("lost the device")
+            return 1.0, 2.0
+        return times[name][calls.count(name) - 1]
+
+    monkeypatch.setattr(A, "workload_inputs", inputs)
+    monkeypatch.setattr(A, "segment_reference", reference)
+    monkeypatch.setattr(A, "PROVIDERS", {"a": prep, "b": prep, "c": prep})
+    monkeypatch.setattr(A, "BASELINES", ("b",))
+    monkeypatch.setattr(A, "time_provider", fake_time)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(triton.testing, "do_bench", lambda *args, **kwargs: 0.1)
+    rows = A.run_workload("one_doc", 1, total, h, h, d, ["a", "b", "c"], rounds=2,
+                          sample_ms=0)
+    assert calls == ["a", "b", "c", "c", "b", "a"]  # as given, then reversed
+    res = {r["provider"]: r for r in rows}
+    assert res["a"]["fwd_ms_rounds"] == [1.0, 1.2] and res["a"]["fwd_ms"] == pytest.approx(1.1)
+    assert res["a"]["fwd_bwd_ms"] == pytest.approx(3.2)
+    assert res["a"]["bwd_ms"] == pytest.approx(2.1)
+    assert res["a"]["speedup_vs_fastest_baseline"] == pytest.approx(5.0 / 3.2)
+    assert res["a"]["host_fwd_bwd_ms"] > 0 and max(res["a"]["rel_err"].values()) < 1e-6
+    assert "lost the device" in res["c"]["error"] and "fwd_ms" not in res["c"]
+    assert gc.isenabled()
