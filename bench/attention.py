@@ -494,8 +494,8 @@ def kernel_profile(fn, q, k, v, do, iters=5, warm=100) -> dict[str, float]:
 
 
 class GpuSampler:
-    """The GPU's SM clock (MHz) and power (W) sampled every 100 ms by nvidia-smi while the block
-    runs (the timed calls): ``rows`` are the [sm MHz, max sm MHz, power W] samples, ``summary``
+    """The GPU's SM clock (MHz) and power (W) sampled every ``interval_ms`` (0: not at all) by
+    nvidia-smi while the block runs (the timed calls): ``rows`` are the [sm MHz, max sm MHz, power W] samples, ``summary``
     is gpu_summary(rows), or None where nvidia-smi cannot be run or gave no sample."""
 
     def __init__(self, interval_ms: int = 100):
