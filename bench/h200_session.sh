@@ -41,7 +41,7 @@
 # Run on 2026-12-06 (H200): the former 'next' phase (GPU tests of the own-rows, work-queue and
 # pair-step kernels, 54 passed; one quick benchmark of their providers), then the full grid; the
 # own-rows and FP8 forward pair-step modes were no faster and are removed (README, Performance).
-#   grid: the short-document forward's GPU tests (D = 64 and 128), then the full grid (~5 min)
+#   grid: the full grid (~7.5 min with the timing rounds), then the short-document forward's GPU tests
 #   timeline: kernel timelines of the persistent forward after 3 and 300 calls, with clocks
 #   d64: the D = 64 forward with 3 and 4 ring slots (ws and persistent): GPU tests, variants
 #   default: the persistent forward as the default: BF16 Gluon + API GPU tests, U(32, 1024) with
@@ -50,8 +50,8 @@
 # 3598fad), the D = 64 forward variants and a timeline (README, Performance).
 # Run 2026-12-06 (tenth session, H100s only): timeline and d64 (README, Performance: the GPU
 # slows as it heats, hence the alternating rounds of bench.attention), default (its GPU tests
-# pass; its grid ran past the step's 330 s: BENCH_S=420 for a whole grid with rounds).
-# Next session: BENCH_S=420 bash bench/h200_session.sh grid on an H200 (no H200 has run the
+# pass; its grid ran past the step's 330 s, so grid now gives the grid 450 s and runs first).
+# Next session: bash bench/h200_session.sh grid on an H200 (no H200 has run the
 # persistent default, the short-document forward or the alternating rounds yet).
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
@@ -413,15 +413,16 @@ short)  # 2026-12-06: the short-document forward (64-wide key tiles, persistent,
     --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| " $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2,6-9,13
   ;;
-grid)  # 2026-12-06: the short-document forward's GPU tests (D = 64 and 128), then the full grid
-      # with the accuracy table (~216 s on the H200)
-  short_tiers ${TIER_S:-120}
-  wait
-  tier_report
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-390} python -m bench.attention --accuracy \
+grid)  # 2026-12-06: the full grid with the accuracy table (~216 s on the H200 before the timing
+      # rounds; 330 s on an H100 reached the last workload with them), then the short-document
+      # forward's GPU tests (D = 64 and 128)
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-450} python -m bench.attention --accuracy \
     --profile --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^(mxfp8|nvfp4|bf16|fp8)|Error" $OUT/bench.log | grep -v "^| ---" | tail -70 \
-    | cut -d"|" -f2-7,9,13
+    | cut -d"|" -f2-7,9,13,15,16
+  short_tiers ${TIER_S:-100}
+  wait
+  tier_report
   ;;
 d64)  # 2026-12-06 (written without a GPU): the forward at D = 64 with 3 and 4 ring slots (the
      # warp-specialized kernel, and the persistent one, which fits them at D = 64 only): GPU
