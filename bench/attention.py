@@ -365,6 +365,14 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 # flamia-bf16 again, timed as another provider: the difference between the two
                 # rows is the timing's noise (a GPU that throttles under load: H100, 2026-12-06)
                 "flamia-bf16 (A/A control)": {}}
+
+
+def provider_env(name: str):
+    """The provider's PROVIDER_ENV set in os.environ for the block (the kernels read it at
+    launch), restored after."""
+    return mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {}))
+
+
 # The full grid leaves out the fused-dQ variant (slower, bench/results/dq_diagnose_20261203_H200.txt);
 # name it with --providers to include it.
 DEFAULT_PROVIDERS = [name for name in PROVIDERS if name not in PROVIDER_ENV]
@@ -444,7 +452,8 @@ def time_provider(fn, q, k, v, do, rounds=1):
     return fwd, both
 
 
-def _fwd_bwd_once(fn, q, k, v, do):
+def fwd_bwd_once(fn, q, k, v, do):
+    """One fwd+bwd call of a provider, its input gradients cleared first."""
     for t in (q, k, v):
         t.grad = None
     fn().backward(do)
@@ -477,11 +486,11 @@ def kernel_profile(fn, q, k, v, do, iters=5, warm=100) -> dict[str, float]:
     from torch.profiler import ProfilerActivity, profile
 
     for _ in range(warm):
-        _fwd_bwd_once(fn, q, k, v, do)
+        fwd_bwd_once(fn, q, k, v, do)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
-            _fwd_bwd_once(fn, q, k, v, do)
+            fwd_bwd_once(fn, q, k, v, do)
         torch.cuda.synchronize()
     times: dict[str, float] = {}
     for e in prof.key_averages():
@@ -625,8 +634,8 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
         row = {"workload": dist, "rows": rows, "L": L, "Hq": hq, "Hkv": hkv, "D": d,
                "segments": len(lengths), "provider": name}
         results[name] = row
-        # The provider's PROVIDER_ENV while it is built, checked, timed and profiled.
-        with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
+        # Its PROVIDER_ENV while it is built and checked, and again while timed and profiled.
+        with provider_env(name):
             try:
                 fn = PROVIDERS[name](q, k, v, cu, lengths, L)
                 errs = check(fn, q, k, v, do, ref)
@@ -654,7 +663,7 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
                 if name not in fns:  # failed in an earlier round
                     continue
                 row = results[name]
-                with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
+                with provider_env(name):
                     try:
                         with GpuSampler(sample_ms) as gpu:
                             fwd, both = time_provider(fns[name], q, k, v, do, rounds)
@@ -666,10 +675,10 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
                 row.setdefault("fwd_ms_rounds", []).append(fwd)
                 row.setdefault("fwd_bwd_ms_rounds", []).append(both)
         for name, fn in fns.items():
-            with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
+            with provider_env(name):
                 try:
                     results[name]["host_fwd_bwd_ms"] = host_ms(
-                        lambda: _fwd_bwd_once(fn, q, k, v, do), torch.cuda.synchronize)
+                        lambda: fwd_bwd_once(fn, q, k, v, do), torch.cuda.synchronize)
                 except Exception as e:  # timed already: keep its times, say why no host time
                     results[name]["host_error"] = f"{type(e).__name__}: {str(e)[:200]}"
     finally:
@@ -684,7 +693,7 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
                    fwd_tflops=flops / fwd * 1e-9, bwd_tflops=2.5 * flops / (both - fwd) * 1e-9,
                    fwd_bwd_tflops=3.5 * flops / both * 1e-9)
         if profile and name.startswith("flamia"):
-            with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
+            with provider_env(name):
                 row["profile_ms"] = kernel_profile(fn, q, k, v, do)
     del fns
     torch.cuda.empty_cache()

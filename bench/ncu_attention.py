@@ -22,11 +22,10 @@ import io
 import os
 import re
 import subprocess
-from unittest import mock
 
 import torch
 
-from bench.attention import PROVIDER_ENV, PROVIDERS, workload_inputs
+from bench.attention import PROVIDERS, fwd_bwd_once, provider_env, workload_inputs
 
 # The bench.attention provider of each recipe: flamia.attention(recipe=..., impl="triton").
 RECIPE_PROVIDERS = {"bf16": "flamia-bf16", "mxfp8": "flamia-mxfp8",
@@ -47,14 +46,12 @@ def profile_providers(names, dist="lognormal_1k", rows=4, L=8192, heads=16, d=12
     lengths, q, k, v, do, cu = workload_inputs(dist, rows, L, heads, heads, d, seed)
 
     def step(name, fn):
-        with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
-            for t in (q, k, v):
-                t.grad = None
-            fn().backward(do)
+        with provider_env(name):
+            fwd_bwd_once(fn, q, k, v, do)
 
     fns = {}
     for name in names:
-        with mock.patch.dict(os.environ, PROVIDER_ENV.get(name, {})):
+        with provider_env(name):
             fns[name] = PROVIDERS[name](q, k, v, cu, lengths, L)
         step(name, fns[name])
         step(name, fns[name])

@@ -1,7 +1,7 @@
 """Where a fwd+bwd call's GPU sits idle: the kernel timeline of flamia-bf16 (torch.profiler), for
 forward settings side by side, in one process on the GPU:
 
-    python -m bench.timeline [--dist one_doc] [--d 64] [--configs default 128,128,8,2,persistent]
+    python -m bench.timeline [--dist one_doc] [--d 64] [--configs default 128,128,8,2,ws]
                              [--warm 300]
 
 bench.attention times fwd+bwd with do_bench and, with --profile, sums the kernels' GPU time; with
@@ -10,7 +10,11 @@ H100 2026-12-06: 5.066 vs 4.737 ms), with the warp-specialized one 0.02-0.09 ms.
 config (FLAMIA_GLUON_FWD; "default": unset) runs a few calls as do_bench does (an L2 flush, then
 the call), and prints per call the GPU span, the kernels' sum and the idle time between them,
 the largest gaps with the kernels on either side, and the host's CUDA runtime calls that took
-longer than 50 us (a synchronization or an allocation would show there).
+longer than 50 us (a synchronization or an allocation would show there). Found (H100,
+2026-12-06, bench/results/timeline_sustained_20261206_H100.txt): no idle time between kernels;
+after 300 calls every kernel ran longer, most for the setting profiled second, so the gap was
+the GPU's heat (bench.attention now times providers in alternating rounds). "default" is the
+persistent forward since then; the former default is 128,128,8,2,ws.
 """
 
 from __future__ import annotations
@@ -22,17 +26,15 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from bench.attention import prep_flamia, workload_inputs
+from bench.attention import fwd_bwd_once, prep_flamia, workload_inputs
 
 
 def _timeline(fn, q, k, v, do, calls: int, warm: int):
     flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
 
     def fwd_bwd():
-        for t in (q, k, v):
-            t.grad = None
         flush.zero_()
-        fn().backward(do)
+        fwd_bwd_once(fn, q, k, v, do)
 
     for _ in range(warm):
         fwd_bwd()
@@ -56,7 +58,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dist", default="one_doc")
     ap.add_argument("--d", type=int, default=64)
-    ap.add_argument("--configs", nargs="+", default=["default", "128,128,8,2,persistent"])
+    ap.add_argument("--configs", nargs="+", default=["default", "128,128,8,2,ws"])
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--warm", type=int, default=3,
                     help="calls before the profiled ones (300: do_bench's sustained load)")
