@@ -49,16 +49,19 @@ def compile_fwd(config: str, d: int = 128, hq: int = 16, hkv: int = 16):
     return _compile(H._attn_fwd_hopper_kernel, ("q", "o"), ("k", "v"), (m, n, w, st), d, hq, hkv)
 
 
-def compile_dq(d: int = 128, hq: int = 16, hkv: int = 16, mode: str = "plain"):
-    """The compiled dQ kernel (its tiles are fixed: DQ_CONFIG), FLAMIA_GLUON_DQ=mode."""
+def compile_dq(d: int = 128, hq: int = 16, hkv: int = 16, mode: str = "plain",
+               fuse_delta: bool = True):
+    """The compiled dQ kernel (its tiles are fixed: DQ_CONFIG), FLAMIA_GLUON_DQ=mode; fuse_delta:
+    delta computed there (FLAMIA_DELTA=dq, the default) or read (kernel)."""
     if mode in ("ws", "persistent"):  # 64-row Q/dO/dQ blocks, num_warps = 4
         m, n, _, st = H.DQ_CONFIG
         return _compile(H._attn_bwd_dq_hopper_ws_kernel if mode == "ws" else
                         H._attn_bwd_dq_hopper_persistent_kernel, ("q", "do", "dq"), ("k", "v"),
                         (m // 2, n, 4, st), d, hq, hkv, drop=("BLOCK_M", ),
-                        CONSUMER_REGS=H.DQ_WS_CONSUMER_REGS, PRODUCER_REGS=H.DQ_WS_PRODUCER_REGS)
+                        CONSUMER_REGS=H.DQ_WS_CONSUMER_REGS, PRODUCER_REGS=H.DQ_WS_PRODUCER_REGS,
+                        FUSE_DELTA=fuse_delta)
     return _compile(H._attn_bwd_dq_hopper_kernel, ("q", "do", "dq"), ("k", "v"), H.DQ_CONFIG,
-                    d, hq, hkv)
+                    d, hq, hkv, FUSE_DELTA=fuse_delta)
 
 
 def compile_dkdv(pipeline: str | None = None, d: int = 128, hq: int = 16, hkv: int = 16,
@@ -258,8 +261,10 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
             q, k, v, plan.seg_start, plan.order_fwd, 0.1, o, lse))
         run("fwd persistent", {"FLAMIA_GLUON_FWD": "128,128,8,2,persistent"},
             lambda: H.attention_fwd_hopper(q, k, v, plan.seg_start, plan.order_fwd, 0.1, o, lse))
-        for mode in H.DQ_MODES:
+        for mode in H.DQ_MODES:  # delta computed in the kernel (from O), or read
             run(f"dq {mode}", {"FLAMIA_GLUON_DQ": mode}, lambda: H.attention_dq_hopper(
+                q, k, v, do, lse, delta, plan.seg_start, plan.order_dq, 0.1, grads[0], o=o))
+            run(f"dq {mode} delta read", {"FLAMIA_GLUON_DQ": mode}, lambda: H.attention_dq_hopper(
                 q, k, v, do, lse, delta, plan.seg_start, plan.order_dq, 0.1, grads[0]))
         dkdv = lambda *extra: H.attention_dkdv_hopper(
             q, k, v, do, lse, delta, plan.seg_start, plan.seg_end, plan.order_dkdv, 0.1,
@@ -280,7 +285,7 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
         for mode in ("ws", "plain"):  # the persistent kernels take grid tiles only
             run(f"dq {mode} doc", {"FLAMIA_GLUON_DQ": mode}, lambda: H.attention_dq_hopper(
                 q, k, v, do, lse, delta, docs.seg_start, docs.order_dq, 0.1, grads[0],
-                docs.seg_end, True))
+                docs.seg_end, True, o=o))
         # doc tiles load lse2/delta whatever FLAMIA_GLUON_DKDV_LSE says (H.dkdv_lse_mode)
         run("dkdv ws doc", {}, lambda: H.attention_dkdv_hopper(
             q, k, v, do, lse, delta, docs.seg_start, docs.seg_end, docs.order_dkdv, 0.1,

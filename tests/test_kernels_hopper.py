@@ -448,6 +448,62 @@ def test_warp_specialized_dq_is_the_plain_dq(lengths, hq, hkv, d, poisoned, monk
         assert torch.equal(dqs[mode], dqs["plain"]), mode
 
 
+def test_delta_mode_is_checked(monkeypatch):
+    """FLAMIA_DELTA (where BF16's delta comes from with the Gluon dQ kernel) is checked before
+    anything is launched."""
+    monkeypatch.delenv("FLAMIA_DELTA", raising=False)
+    assert K.delta_mode() == "dq"
+    _check_setting(monkeypatch, "FLAMIA_DELTA", K.delta_mode, (("kernel", "kernel"),
+                                                               ("dq", "dq")),
+                   ("DQ", "fused", ""), "FLAMIA_DELTA='.*'; accepted: \\('dq', 'kernel'\\)")
+
+
+def _delta_kernel(o, do):
+    """delta = rowsum(dO * O) [Hq, T] by kernels.attention's delta kernel, launched as
+    attention_bwd launches it for BF16."""
+    from flamia.kernels import quantize
+    total, hq, d = o.shape
+    delta = torch.empty(hq, total, device=o.device)
+    block_t, tiles = quantize.quantizer_grid(total, False)
+    K._attn_bwd_delta_kernel[(tiles, hq)](
+        o, do, delta, delta, delta, delta, delta, o.stride(0), o.stride(1), do.stride(0),
+        do.stride(1), delta.stride(0), 0, total, HEAD_DIM=d, BLOCK_T=block_t, IS_FP8=False)
+    return delta
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("mode,tiles", [("ws", "grid"), ("plain", "grid"),
+                                        ("persistent", "grid"), ("ws", "doc"), ("plain", "doc")])
+@pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES)
+def test_delta_in_the_dq_kernel_is_the_delta_kernel(lengths, hq, hkv, d, mode, tiles, poisoned,
+                                                    monkeypatch):
+    """FLAMIA_DELTA=dq (the default): the Gluon dQ kernel computes delta from its dO tile and O
+    with the delta kernel's layout, so every row's delta is the delta kernel's bits (compared
+    directly, every row written: the buffer starts as NaN), and dQ, dK, dV are the same bits as
+    with FLAMIA_DELTA=kernel (the dK/dV kernel then reads the delta the dQ kernel wrote)."""
+    from flamia.kernels import attention_hopper as H
+    monkeypatch.setenv("FLAMIA_GLUON_DQ", mode)
+    monkeypatch.setenv("FLAMIA_TILES", tiles)
+    backward = _backward_case(lengths, hq, hkv, d, seed=10)
+    grads = {}
+    for where in ("kernel", "dq"):
+        monkeypatch.setenv("FLAMIA_DELTA", where)
+        grads[where] = backward()
+    for name, a, b in zip(("dQ", "dK", "dV"), grads["kernel"], grads["dq"]):
+        assert torch.isfinite(b).all(), f"{name}: non-finite (unwritten?) elements"
+        assert torch.equal(a, b), f"{name} differs between FLAMIA_DELTA=kernel and dq"
+    # delta itself, from the forward's O of a fresh case
+    cu = _cu(lengths, "cuda")
+    q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=11, device="cuda")
+    plan = flamia.ops.batch_plan(cu, q.shape[0], d)
+    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+    delta = torch.full_like(lse, float("nan"))
+    H.attention_dq_hopper(q, k, v, do, lse, delta, plan.seg_start, plan.order_dq, d ** -0.5,
+                          torch.empty_like(q), plan.seg_end, tiles == "doc", o=o)
+    assert torch.equal(delta, _delta_kernel(o, do))
+
+
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES)

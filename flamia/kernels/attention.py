@@ -994,6 +994,24 @@ def dq_fused(is_fp8: bool) -> bool:
     return mode == "fused" and not is_fp8
 
 
+DELTA_MODES = ("dq", "kernel")
+
+
+def delta_mode() -> str:
+    """Where BF16's delta = rowsum(dO * O) comes from when the Gluon dQ kernel runs (separate
+    dQ, Hopper): "dq" (the default since 2026-12-06, eleventh session) computes it in that
+    kernel from the dO tile it loads anyway and its rows of O, with the delta kernel's bits
+    (attention_hopper._row_delta), and runs it before the dK/dV kernel, which reads the delta
+    it wrote: one pass over dO and one launch fewer per backward. "kernel": the delta kernel,
+    then dK/dV, then dQ (the order before). FLAMIA_DELTA, read at every launch. The triton
+    kernels, the fused-dQ mode and the FP8 recipes (whose dO quantizer computes delta) always
+    run the delta (or prep) kernel."""
+    mode = os.environ.get("FLAMIA_DELTA", "dq")
+    if mode not in DELTA_MODES:
+        raise ValueError(f"FLAMIA_DELTA={mode!r}; accepted: {DELTA_MODES}")
+    return mode
+
+
 TILE_MODES = ("grid", "doc")
 
 
@@ -1118,6 +1136,23 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None, seg_en
     return o, lse
 
 
+def _gluon_dq_takes(q, k, v, do, is_fp8: bool) -> bool:
+    """Whether the Gluon dQ kernel runs (dq_kernel, then _gluon_takes on these inputs)."""
+    if dq_kernel(is_fp8) != "gluon":
+        return False
+    from . import attention_hopper
+    tiles, gluon_tiles = dq_blocks(q.shape[-1], is_fp8), attention_hopper.DQ_CONFIG[:2]
+    return _gluon_takes("FLAMIA_DQ_KERNEL", attention_hopper.supports(q=q, k=k, v=v, do=do) or (
+        None if tiles == gluon_tiles else
+        f"dQ tiles {tiles} (FLAMIA_DQ_BLOCKS), the Gluon kernel's are {gluon_tiles}"))
+
+
+def _gluon_dq(q, k, v, do, lse, delta, seg_start, seg_end, order_dq, softmax_scale, dq, o, doc):
+    from . import attention_hopper
+    attention_hopper.attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq,
+                                         softmax_scale, dq, seg_end, doc, o=o)
+
+
 def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq, softmax_scale,
                   fp8=None):
     """dq, dk, dv (bf16, shapes of q, k, v).
@@ -1162,9 +1197,19 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         tcopy = lambda t: (0, 0, 0)
         s_strides = (0, 0)
     assert sdo.stride(0) == sq.stride(0) == lse.stride(0) == delta.stride(0)
+    fused_dq = dq_fused(is_fp8)
+    doc = doc_tiles(is_fp8)
+    gluon_dq = not fused_dq and _gluon_dq_takes(q, k, v, do, is_fp8)
+    # The Gluon dQ kernel computes delta itself and runs first (delta_mode): no delta kernel.
+    delta_in_dq = gluon_dq and delta_mode() == "dq" and o.is_contiguous()
+    grads = [empty(t.shape, dtype=torch.bfloat16, device=q.device) for t in (q, k, v)]
+    dq, dk, dv = grads
     # The quantizer's tiles; with its transposed store (prep) they cover T_pad.
     block_t, tiles = quantize.quantizer_grid(total, prep)
-    if prep:
+    if delta_in_dq:
+        _gluon_dq(q, k, v, do, lse, delta, seg_start, seg_end, order_dq, softmax_scale, dq, o,
+                  doc)
+    elif prep:
         assert do.dtype == torch.bfloat16 and o.stride(-1) == 1
         _attn_bwd_prep8_kernel[(tiles, hq)](
             do, o, do_in, sdo, dot, lse, sq, delta, qrow, do.stride(0), do.stride(1),
@@ -1178,13 +1223,9 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             do_in.stride(1), delta.stride(0), qrow.stride(0), total, HEAD_DIM=d,
             BLOCK_T=block_t, IS_FP8=is_fp8,
         )
-    grads = [empty(t.shape, dtype=torch.bfloat16, device=q.device) for t in (q, k, v)]
-    dq, dk, dv = grads
     qk_scale = softmax_scale * LOG2E
     fp8_mma = fp8_mma_mode() if is_fp8 else 0
     bm, bn = bwd_blocks(d, is_fp8)
-    fused_dq = dq_fused(is_fp8)
-    doc = doc_tiles(is_fp8)
     if fused_dq:  # fp32 dQ accumulator and one counter per (query head, query tile)
         dqa = torch.zeros((total, hq, d), dtype=torch.float32, device=q.device)
         sem = torch.zeros((hq, triton.cdiv(total, bm)), dtype=torch.int32, device=q.device)
@@ -1228,17 +1269,13 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         # The dQ kernel's last step, on the accumulated sum: scale in fp32, round to bf16.
         dq.copy_(dqa.mul_(softmax_scale))
         return dq, dk, dv
+    if delta_in_dq:
+        return dq, dk, dv
+    if gluon_dq:
+        _gluon_dq(q, k, v, do, lse, delta, seg_start, seg_end, order_dq, softmax_scale, dq, None,
+                  doc)
+        return dq, dk, dv
     bm, bn = dq_blocks(d, is_fp8)
-    if dq_kernel(is_fp8) == "gluon":
-        from . import attention_hopper
-        gluon_tiles = attention_hopper.DQ_CONFIG[:2]
-        why = attention_hopper.supports(q=q, k=k, v=v, do=do) or (
-            None if (bm, bn) == gluon_tiles else
-            f"dQ tiles {(bm, bn)} (FLAMIA_DQ_BLOCKS), the Gluon kernel's are {gluon_tiles}")
-        if _gluon_takes("FLAMIA_DQ_KERNEL", why):
-            attention_hopper.attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq,
-                                                 softmax_scale, dq, seg_end, doc)
-            return dq, dk, dv
     _attn_bwd_dq_kernel[(hq, order_dq.numel())](
         q, k, v, do_in, kt, sq, skv, sdo, lse, delta, dq, seg_start, seg_end, order_dq,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),

@@ -1177,12 +1177,40 @@ def _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_de
 
 
 @gluon.jit
+def _row_delta(o_ptr, do_smem, q_bar, q_phase, delta_ptr, head, stride_lh, row0, row_end,
+               ROWS: gl.constexpr, HEAD_DIM: gl.constexpr, WARPS: gl.constexpr,
+               H_Q: gl.constexpr, rows_layout: gl.constexpr):
+    """delta = rowsum(dO * O) of rows row0 .. row0 + ROWS - 1 of ``head`` (below row_end) from O
+    ([T, Hq, D], contiguous, at o_ptr) and the dO tile in do_smem (once q_bar's phase q_phase
+    completes); written to delta_ptr ([Hq, T], stride_lh) for the dK/dV kernel that runs next,
+    returned in rows_layout. The bits of kernels.attention's delta kernel: its layout (the one
+    triton picks there: 16-byte vectors along D, warps over rows only), so each row's products
+    are added in the same order whatever WARPS is (checked bit for bit on the GPU). Replaces
+    that kernel's pass over O and dO and its launch (FLAMIA_DELTA, kernels.attention.delta_mode)."""
+    COLS: gl.constexpr = HEAD_DIM // 8
+    layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 8],
+                                            threads_per_warp=[32 // COLS, COLS],
+                                            warps_per_cta=[WARPS, 1], order=[1, 0])
+    offs_t = row0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
+    ok = offs_t < row_end
+    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
+    ptrs = (o_ptr + gl.expand_dims(offs_t.to(gl.int64) * (H_Q * HEAD_DIM), 1)
+            + head * HEAD_DIM + gl.expand_dims(offs_d, 0))
+    o = gl.load(ptrs, mask=gl.expand_dims(ok, 1), other=0.0)  # in flight while Q and dO land
+    mbarrier.wait(q_bar, q_phase)
+    do = do_smem.load(layout)
+    delta = gl.sum(o.to(gl.float32) * do.to(gl.float32), axis=1)
+    gl.store(delta_ptr + head * stride_lh + offs_t, delta, mask=ok)
+    return gl.convert_layout(delta, rows_layout)
+
+
+@gluon.jit
 def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc, v_desc,
-             dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c, sm_scale,
-             head, kv_col, row0, row_end, key0, lo, full_lo, full_hi, hi, ROWS: gl.constexpr,
-             BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-             WARPS: gl.constexpr, WS: gl.constexpr, H_Q: gl.constexpr,
-             DOC_TILES: gl.constexpr):
+             dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c,
+             sm_scale, head, kv_col, row0, row_end, key0, lo, full_lo, full_hi, hi,
+             ROWS: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+             STAGES: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr, H_Q: gl.constexpr,
+             DOC_TILES: gl.constexpr, FUSE_DELTA: gl.constexpr):
     """_dq_rows_of; with doc tiles, a warp-specialized consumer whose rows all lie past the
     document's end only releases the ring's slots (_drain_ring)."""
     if DOC_TILES and WS:
@@ -1191,28 +1219,32 @@ def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k
             _drain_ring(k_bars, kv_empty, hi - lo, STAGES, v_bars)
         else:
             _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
-                        v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh,
-                        total, c, sm_scale, head, kv_col, row0, row_end, key0, lo, full_lo,
-                        full_hi, hi, ROWS, BLOCK_N, HEAD_DIM, STAGES, WARPS, WS, H_Q, DOC_TILES)
+                        v_desc, dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr,
+                        stride_lh, total, c, sm_scale, head, kv_col, row0, row_end, key0, lo,
+                        full_lo, full_hi, hi, ROWS, BLOCK_N, HEAD_DIM, STAGES, WARPS, WS, H_Q,
+                        DOC_TILES, FUSE_DELTA)
     else:
         _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
-                    v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total,
-                    c, sm_scale, head, kv_col, row0, row_end, key0, lo, full_lo, full_hi, hi,
-                    ROWS, BLOCK_N, HEAD_DIM, STAGES, WARPS, WS, H_Q, DOC_TILES)
+                    v_desc, dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh,
+                    total, c, sm_scale, head, kv_col, row0, row_end, key0, lo, full_lo, full_hi,
+                    hi, ROWS, BLOCK_N, HEAD_DIM, STAGES, WARPS, WS, H_Q, DOC_TILES, FUSE_DELTA)
 
 
 @gluon.jit
 def _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc, v_desc,
-                dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c,
+                dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c,
                 sm_scale, head, kv_col, row0, row_end, key0, lo, full_lo, full_hi, hi,
                 ROWS: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                 STAGES: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr, H_Q: gl.constexpr,
-                DOC_TILES: gl.constexpr, base=0, q_phase=0, q_empty=None, dq_smem=None):
+                DOC_TILES: gl.constexpr, FUSE_DELTA: gl.constexpr, base=0, q_phase=0,
+                q_empty=None, dq_smem=None):
     """dQ of query rows row0 .. row0 + ROWS - 1 of ``head`` (WARPS / 4 warpgroups of 64 rows;
     Q and dO in q_smem / do_smem once q_bar completes) over key tiles lo .. hi - 1 of the ring,
     written through q_smem (_store_rows; dq_ptr: dQ's base); row_end, key0, DOC_TILES: see
-    _query_program. WS: one consumer partition of the warp-specialized kernel. base, q_phase,
-    q_empty, dq_smem: the persistent kernel's, as _fwd_rows_of's (dq_smem: O's slot there)."""
+    _query_program. WS: one consumer partition of the warp-specialized kernel. FUSE_DELTA: delta
+    of the rows computed here from O (o_ptr) and dO and written to delta_ptr (_row_delta); else
+    read from delta_ptr. base, q_phase, q_empty, dq_smem: the persistent kernel's, as
+    _fwd_rows_of's (dq_smem: O's slot there)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16])
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -1222,10 +1254,14 @@ def _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty
 
     offs_m, row_ok, seg_start_m = _query_rows(seg_start_ptr, row0, row_end, total, ROWS, rows_s)
     lse = gl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
-    delta = gl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
+    if FUSE_DELTA:
+        delta = _row_delta(o_ptr, do_smem, q_bar, q_phase, delta_ptr, head, stride_lh, row0,
+                           row_end, ROWS, HEAD_DIM, WARPS, H_Q, rows_s)
+    else:
+        delta = gl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
+        mbarrier.wait(q_bar, q_phase)
     dq = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=dq_layout)
     s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
-    mbarrier.wait(q_bar, q_phase)
     # Three loops, no branch inside a step (see _fwd_step): masked boundary tiles, unmasked
     # tiles, masked diagonal tiles. Key tile n is the ring's tile n - ring0.
     ring0 = lo - base
@@ -1258,16 +1294,17 @@ def _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty
 
 @gluon.jit
 def _attn_bwd_dq_hopper_kernel(
-    q_desc, k_desc, v_desc, do_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr,
+    q_desc, k_desc, v_desc, do_desc, dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr,
     seg_end_ptr, order_ptr, stride_lh, total, c, sm_scale,
     H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, DOC_TILES: gl.constexpr,
-    num_warps: gl.constexpr,
+    FUSE_DELTA: gl.constexpr, num_warps: gl.constexpr,
 ):
     """dQ = sm_scale * sum over key tiles of dS K, dS = P (dP - delta), P = exp2(S c - lse2),
     with the tiles, masking and bf16 rounding of dS of kernels.attention._attn_bwd_dq_kernel.
     Grid (Hq, query tiles in launch order); descriptors over [T, H * D] views; dq_ptr: dQ's
-    base (DOC_TILES' partial tiles: _store_rows)."""
+    base (DOC_TILES' partial tiles: _store_rows); FUSE_DELTA: delta from O (o_ptr) and dO,
+    written to delta_ptr (_row_delta), else read from it."""
     entry = gl.load(order_ptr + gl.program_id(1))
     if DOC_TILES:
         if entry < 0:  # past the last tile
@@ -1291,9 +1328,9 @@ def _attn_bwd_dq_hopper_kernel(
         _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES, False,
                     key0)
     _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_bars, k_desc, v_desc,
-             dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c, sm_scale,
-             head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi, BLOCK_M, BLOCK_N,
-             HEAD_DIM, STAGES, num_warps, False, H_Q, DOC_TILES)
+             dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c,
+             sm_scale, head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi, BLOCK_M,
+             BLOCK_N, HEAD_DIM, STAGES, num_warps, False, H_Q, DOC_TILES, FUSE_DELTA)
 
 
 # Warp-specialized dQ kernel (FLAMIA_GLUON_DQ=ws, the default): as the warp-specialized forward,
@@ -1329,11 +1366,11 @@ def _dq_ws_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_
 
 @gluon.jit
 def _attn_bwd_dq_hopper_ws_kernel(
-    q_desc, k_desc, v_desc, do_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr,
+    q_desc, k_desc, v_desc, do_desc, dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr,
     seg_end_ptr, order_ptr, stride_lh, total, c, sm_scale, H_Q: gl.constexpr,
     H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DOC_TILES: gl.constexpr,
-    num_warps: gl.constexpr,
+    FUSE_DELTA: gl.constexpr, num_warps: gl.constexpr,
 ):
     """_attn_bwd_dq_hopper_kernel's function with warp specialization; grid (Hq, 128-row query
     tiles in launch order), num_warps = 4 (the default partition); q/do/dq descriptors with
@@ -1360,15 +1397,15 @@ def _attn_bwd_dq_hopper_ws_kernel(
     fence_async_shared()
     gl.warp_specialize([
         (_dq_rows, (q_smem.index(0), do_smem.index(0), q_bars.index(0), k_smem, v_smem, k_bars,
-                    v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr,
-                    seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col, start_m,
-                    row_end, key0, lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4,
-                    True, H_Q, DOC_TILES)),
+                    v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, o_ptr, lse_ptr,
+                    delta_ptr, seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col,
+                    start_m, row_end, key0, lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM,
+                    STAGES, 4, True, H_Q, DOC_TILES, FUSE_DELTA)),
         (_dq_rows, (q_smem.index(1), do_smem.index(1), q_bars.index(1), k_smem, v_smem, k_bars,
-                    v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr,
-                    seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col, start_m + HALF,
-                    row_end, key0, lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM, STAGES, 4,
-                    True, H_Q, DOC_TILES)),
+                    v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, o_ptr, lse_ptr,
+                    delta_ptr, seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col,
+                    start_m + HALF, row_end, key0, lo, full_lo, full_hi, hi, HALF, BLOCK_N,
+                    HEAD_DIM, STAGES, 4, True, H_Q, DOC_TILES, FUSE_DELTA)),
         (_dq_ws_producer, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem,
                            v_smem, k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo, hi,
                            HEAD_DIM, BLOCK_N, STAGES)),
@@ -1382,11 +1419,11 @@ def _attn_bwd_dq_hopper_ws_kernel(
 # kernels (GPU test). Grid tiles only.
 @gluon.jit
 def _dq_persistent_rows(q_smem, do_smem, q_bar, q_empty, dq_smem, k_smem, v_smem, k_bars, v_bars,
-                        kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr,
+                        kv_empty, k_desc, v_desc, dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr,
                         seg_start_ptr, order_ptr, queue_ptr, item_bars, stride_lh, total, c,
                         sm_scale, HALF_INDEX: gl.constexpr, H_Q: gl.constexpr,
                         H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-                        STAGES: gl.constexpr):
+                        STAGES: gl.constexpr, FUSE_DELTA: gl.constexpr):
     """A consumer of the persistent dQ kernel: rows HALF_INDEX * 64 .. of each work item's
     tile."""
     ROWS: gl.constexpr = dq_desc.block_type.shape[0]
@@ -1397,10 +1434,10 @@ def _dq_persistent_rows(q_smem, do_smem, q_bar, q_empty, dq_smem, k_smem, v_smem
         head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _work_item(
             w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * ROWS, BLOCK_N)
         _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
-                    v_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total,
-                    c, sm_scale, head, kv_col, start_m + HALF_INDEX * ROWS, row_end, key0, lo,
-                    full_lo, full_hi, hi, ROWS, BLOCK_N, HEAD_DIM, STAGES, 4, True, H_Q, False,
-                    base, t & 1, q_empty, dq_smem)
+                    v_desc, dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh,
+                    total, c, sm_scale, head, kv_col, start_m + HALF_INDEX * ROWS, row_end, key0,
+                    lo, full_lo, full_hi, hi, ROWS, BLOCK_N, HEAD_DIM, STAGES, 4, True, H_Q,
+                    False, FUSE_DELTA, base, t & 1, q_empty, dq_smem)
         base += hi - lo
         t += 1
         w = _read_item(queue_ptr, item_bars, t)
@@ -1432,10 +1469,11 @@ def _dq_persistent_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_
 
 @gluon.jit
 def _attn_bwd_dq_hopper_persistent_kernel(
-    q_desc, k_desc, v_desc, do_desc, dq_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr,
+    q_desc, k_desc, v_desc, do_desc, dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr,
     order_ptr, queue_ptr, stride_lh, total, c, sm_scale, n_work, H_Q: gl.constexpr,
     H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, FUSE_DELTA: gl.constexpr,
+    num_warps: gl.constexpr,
 ):
     """Grid (programs,), at most one per SM; n_work = Hq x query tiles; queue_ptr: int32 [1 + 2
     x programs], zero (_take_item); num_warps = 4 (the default partition); q/do/dq descriptors
@@ -1459,16 +1497,16 @@ def _attn_bwd_dq_hopper_persistent_kernel(
     gl.warp_specialize([
         (_dq_persistent_rows, (q_smem.index(0), do_smem.index(0), q_bars.index(0),
                                q_empty.index(0), dq_smem.index(0), k_smem, v_smem, k_bars,
-                               v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr,
-                               delta_ptr, seg_start_ptr, order_ptr, queue_ptr, item_bars,
-                               stride_lh, total, c, sm_scale, 0, H_Q, H_KV, HEAD_DIM, BLOCK_N,
-                               STAGES)),
+                               v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, o_ptr,
+                               lse_ptr, delta_ptr, seg_start_ptr, order_ptr, queue_ptr,
+                               item_bars, stride_lh, total, c, sm_scale, 0, H_Q, H_KV,
+                               HEAD_DIM, BLOCK_N, STAGES, FUSE_DELTA)),
         (_dq_persistent_rows, (q_smem.index(1), do_smem.index(1), q_bars.index(1),
                                q_empty.index(1), dq_smem.index(1), k_smem, v_smem, k_bars,
-                               v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, lse_ptr,
-                               delta_ptr, seg_start_ptr, order_ptr, queue_ptr, item_bars,
-                               stride_lh, total, c, sm_scale, 1, H_Q, H_KV, HEAD_DIM, BLOCK_N,
-                               STAGES)),
+                               v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, o_ptr,
+                               lse_ptr, delta_ptr, seg_start_ptr, order_ptr, queue_ptr,
+                               item_bars, stride_lh, total, c, sm_scale, 1, H_Q, H_KV,
+                               HEAD_DIM, BLOCK_N, STAGES, FUSE_DELTA)),
         (_dq_persistent_producer, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars,
                                    q_empty, k_smem, v_smem, k_bars, v_bars, kv_empty,
                                    seg_start_ptr, order_ptr, queue_ptr, item_bars, total,
@@ -2810,16 +2848,22 @@ def attention_fwd8_hopper(q8, k8, vt8, sq, skv, seg_start, order_fwd, softmax_sc
 
 
 def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_scale, dq,
-                        seg_end=None, doc_tiles=False):
+                        seg_end=None, doc_tiles=False, o=None):
     """Writes dQ (bf16, caller-allocated, contiguous) as kernels.attention's dQ kernel does;
     lse2, delta: [Hq, T] float32 with unit stride along T; order_dq: launch order of the
-    DQ_CONFIG[0]-query tiles (doc_tiles: see attention_fwd_hopper)."""
+    DQ_CONFIG[0]-query tiles (doc_tiles: see attention_fwd_hopper). With ``o`` (the forward's
+    output, contiguous [T, Hq, D]): also computes delta = rowsum(dO * O) and writes it into
+    ``delta`` (the delta kernel's bits, _row_delta) instead of reading it."""
     why = supports(q=q, k=k, v=v, do=do)
     if why is not None:
         raise ValueError(why)
     total, hq, d = q.shape
     assert dq.shape == q.shape and dq.is_contiguous(), "dq: contiguous [T, Hq, D]"
     assert lse.stride(1) == 1 and delta.stride(1) == 1 and lse.stride(0) == delta.stride(0)
+    fuse_delta = o is not None
+    if fuse_delta:
+        assert o.shape == q.shape and o.is_contiguous(), "o: contiguous [T, Hq, D]"
+    o_ptr = o if fuse_delta else dq  # unused without FUSE_DELTA
     block_m, block_n, warps, stages = DQ_CONFIG
     seg_end = _seg_end(seg_end, doc_tiles, seg_start)
     if dq_mode() == "persistent":
@@ -2830,28 +2874,28 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
         programs = min(n_work, sm_count(q.device))
         _attn_bwd_dq_hopper_persistent_kernel[(programs, )](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
-            _rows_view(do, half), _rows_view(dq, half), dq, lse, delta, seg_start, order_dq,
-            _work_queue(programs, q.device), lse.stride(0), total, softmax_scale * LOG2E,
-            softmax_scale, n_work, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n,
-            STAGES=stages,
-            CONSUMER_REGS=DQ_WS_CONSUMER_REGS, PRODUCER_REGS=DQ_WS_PRODUCER_REGS, num_warps=4)
+            _rows_view(do, half), _rows_view(dq, half), dq, o_ptr, lse, delta, seg_start,
+            order_dq, _work_queue(programs, q.device), lse.stride(0), total,
+            softmax_scale * LOG2E, softmax_scale, n_work, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d,
+            BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=DQ_WS_CONSUMER_REGS,
+            PRODUCER_REGS=DQ_WS_PRODUCER_REGS, FUSE_DELTA=fuse_delta, num_warps=4)
         return dq
     if dq_mode() == "ws":
         half = block_m // 2
         _attn_bwd_dq_hopper_ws_kernel[(hq, order_dq.numel())](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
-            _rows_view(do, half), _rows_view(dq, half), dq, lse, delta, seg_start, seg_end,
-            order_dq, lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq,
-            H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages,
+            _rows_view(do, half), _rows_view(dq, half), dq, o_ptr, lse, delta, seg_start,
+            seg_end, order_dq, lse.stride(0), total, softmax_scale * LOG2E, softmax_scale,
+            H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages,
             CONSUMER_REGS=DQ_WS_CONSUMER_REGS, PRODUCER_REGS=DQ_WS_PRODUCER_REGS,
-            DOC_TILES=doc_tiles, num_warps=4)
+            DOC_TILES=doc_tiles, FUSE_DELTA=fuse_delta, num_warps=4)
         return dq
     _attn_bwd_dq_hopper_kernel[(hq, order_dq.numel())](
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
-        _rows_view(do, block_m), _rows_view(dq, block_m), dq, lse, delta, seg_start, seg_end,
-        order_dq, lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq,
+        _rows_view(do, block_m), _rows_view(dq, block_m), dq, o_ptr, lse, delta, seg_start,
+        seg_end, order_dq, lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq,
         H_KV=k.shape[1], HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages,
-        DOC_TILES=doc_tiles, num_warps=warps)
+        DOC_TILES=doc_tiles, FUSE_DELTA=fuse_delta, num_warps=warps)
     return dq
 
 
