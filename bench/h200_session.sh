@@ -46,6 +46,10 @@
 #   d64: the D = 64 forward with 3 and 4 ring slots (ws and persistent): GPU tests, variants
 #   default: the persistent forward as the default: BF16 Gluon + API GPU tests, U(32, 1024) with
 #            and without clock sampling, the full grid (timed in alternating rounds) (~9 min)
+#   delta: written 2026-12-06 (eleventh session) before its GPU run: delta computed in the Gluon
+#          dQ kernel (FLAMIA_DELTA=dq): its GPU tests (delta and gradients bit for bit against
+#          the delta kernel, every dQ mode, doc tiles; the dQ modes, leaks, fused dQ, FA rule),
+#          then five workloads in 6 alternating rounds against FLAMIA_DELTA=kernel (~8 min)
 # Run 2026-12-06 (ninth session, H100s only): short (tests pass, quick bench), grid (full grid at
 # 3598fad), the D = 64 forward variants and a timeline (README, Performance).
 # Run 2026-12-06 (tenth session, H100s only): timeline and d64 (README, Performance: the GPU
@@ -423,6 +427,19 @@ grid)  # 2026-12-06: the full grid with the accuracy table (~216 s on the H200 b
   short_tiers ${TIER_S:-100}
   wait
   tier_report
+  ;;
+delta)
+  tier delta ${TIER_S:-220} tests/test_kernels_hopper.py -k "delta_in_the_dq_kernel" &
+  tier modes ${TIER_S:-220} tests/test_kernels_hopper.py -k "warp_specialized_dq or \
+gluon_kernels_do_not_leak or gluon_fused_dq or doc_tiles_gluon" &
+  tier fa ${TIER_S:-220} tests/test_kernels.py -k "fused_dq_matches or flash_attention_rule" &
+  wait
+  tier_report
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-280} python -m bench.attention --rounds 6 \
+    --profile --dists u32_1024 u128_4096 lognormal_1k equal_2k one_doc --quick --providers \
+    flamia-bf16 "flamia-bf16 (delta kernel)" cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*_(attn|delta)_|^###|Error" $OUT/bench.log | grep -v "^| ---" \
+    | cut -d"|" -f2-9,13,15,16 | tail -60
   ;;
 d64)  # 2026-12-06 (written without a GPU): the forward at D = 64 with 3 and 4 ring slots (the
      # warp-specialized kernel, and the persistent one, which fits them at D = 64 only): GPU
