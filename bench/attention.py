@@ -324,6 +324,7 @@ PROVIDERS = {
     "flamia-bf16 (ws fwd)": prep_flamia,
     "flamia-bf16 (persistent fwd, dQ)": prep_flamia,
     "flamia-bf16 (delta kernel)": prep_flamia,
+    "flamia-bf16 (persistent dQ)": prep_flamia,
     "flamia-bf16 (doc tiles)": prep_flamia,
     "flamia-bf16 (LPT order)": prep_flamia,
     "flamia-bf16 (A/A control)": prep_flamia,
@@ -366,6 +367,7 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 # delta = rowsum(dO * O) by its own kernel, dK/dV before dQ (the default until
                 # 2026-12-06, eleventh session; now the Gluon dQ kernel computes it)
                 "flamia-bf16 (delta kernel)": {"FLAMIA_DELTA": "kernel"},
+                "flamia-bf16 (persistent dQ)": {"FLAMIA_GLUON_DQ": "persistent"},
                 # flamia-bf16 again, timed as another provider: the difference between the two
                 # rows is the timing's noise (a GPU that throttles under load: H100, 2026-12-06)
                 "flamia-bf16 (A/A control)": {}}

@@ -53,15 +53,18 @@ def compile_dq(d: int = 128, hq: int = 16, hkv: int = 16, mode: str = "plain",
                fuse_delta: bool = True):
     """The compiled dQ kernel (its tiles are fixed: DQ_CONFIG), FLAMIA_GLUON_DQ=mode; fuse_delta:
     delta computed there (FLAMIA_DELTA=dq, the default) or read (kernel)."""
+    # O's rows as dO's (FUSE_DELTA), else no O descriptor (constexpr None)
+    rows, no_o = (("q", "do", "dq", "o"), {}) if fuse_delta else (("q", "do", "dq"),
+                                                                  {"o_desc": None})
     if mode in ("ws", "persistent"):  # 64-row Q/dO/dQ blocks, num_warps = 4
         m, n, _, st = H.DQ_CONFIG
         return _compile(H._attn_bwd_dq_hopper_ws_kernel if mode == "ws" else
-                        H._attn_bwd_dq_hopper_persistent_kernel, ("q", "do", "dq"), ("k", "v"),
+                        H._attn_bwd_dq_hopper_persistent_kernel, rows, ("k", "v"),
                         (m // 2, n, 4, st), d, hq, hkv, drop=("BLOCK_M", ),
                         CONSUMER_REGS=H.DQ_WS_CONSUMER_REGS, PRODUCER_REGS=H.DQ_WS_PRODUCER_REGS,
-                        FUSE_DELTA=fuse_delta)
-    return _compile(H._attn_bwd_dq_hopper_kernel, ("q", "do", "dq"), ("k", "v"), H.DQ_CONFIG,
-                    d, hq, hkv, FUSE_DELTA=fuse_delta)
+                        FUSE_DELTA=fuse_delta, **no_o)
+    return _compile(H._attn_bwd_dq_hopper_kernel, rows, ("k", "v"), H.DQ_CONFIG, d, hq, hkv,
+                    FUSE_DELTA=fuse_delta, **no_o)
 
 
 def compile_dkdv(pipeline: str | None = None, d: int = 128, hq: int = 16, hkv: int = 16,

@@ -49,7 +49,8 @@
 #   delta: written 2026-12-06 (eleventh session) before its GPU run: delta computed in the Gluon
 #          dQ kernel (FLAMIA_DELTA=dq): its GPU tests (delta and gradients bit for bit against
 #          the delta kernel, every dQ mode, doc tiles; the dQ modes, leaks, fused dQ, FA rule),
-#          then five workloads in 6 alternating rounds against FLAMIA_DELTA=kernel (~8 min)
+#          then five workloads in 6 alternating rounds against FLAMIA_DELTA=kernel and the
+#          persistent dQ kernel, which loads the next tile's O with its Q and dO (~8 min)
 # Run 2026-12-06 (ninth session, H100s only): short (tests pass, quick bench), grid (full grid at
 # 3598fad), the D = 64 forward variants and a timeline (README, Performance).
 # Run 2026-12-06 (tenth session, H100s only): timeline and d64 (README, Performance: the GPU
@@ -437,7 +438,8 @@ gluon_kernels_do_not_leak or gluon_fused_dq or doc_tiles_gluon" &
   tier_report
   FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-280} python -m bench.attention --rounds 6 \
     --profile --dists u32_1024 u128_4096 lognormal_1k equal_2k one_doc --quick --providers \
-    flamia-bf16 "flamia-bf16 (delta kernel)" cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
+    flamia-bf16 "flamia-bf16 (delta kernel)" "flamia-bf16 (persistent dQ)" cudnn-thd cudnn-dense \
+    --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_(attn|delta)_|^###|Error" $OUT/bench.log | grep -v "^| ---" \
     | cut -d"|" -f2-9,13,15,16 | tail -60
   ;;

@@ -35,7 +35,8 @@ def _backward_case(lengths, hq, hkv, d, seed):
     cu = _cu(lengths, "cuda")
     q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=seed, device="cuda")
     plan = flamia.ops.batch_plan(cu, q.shape[0], d)
-    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5,
+                             seg_end=plan.seg_end)
 
     def backward():
         plan = flamia.ops.batch_plan(cu, q.shape[0], d)
@@ -478,8 +479,8 @@ def _delta_kernel(o, do):
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES)
 def test_delta_in_the_dq_kernel_is_the_delta_kernel(lengths, hq, hkv, d, mode, tiles, poisoned,
                                                     monkeypatch):
-    """FLAMIA_DELTA=dq (the default): the Gluon dQ kernel computes delta from its dO tile and O
-    with the delta kernel's layout, so every row's delta is the delta kernel's bits (compared
+    """FLAMIA_DELTA=dq (the default): the Gluon dQ kernel computes delta from its dO and O tiles
+    (by TMA with Q) with the delta kernel's layout, so every row's delta is the delta kernel's bits (compared
     directly, every row written: the buffer starts as NaN), and dQ, dK, dV are the same bits as
     with FLAMIA_DELTA=kernel (the dK/dV kernel then reads the delta the dQ kernel wrote)."""
     from flamia.kernels import attention_hopper as H
@@ -497,7 +498,8 @@ def test_delta_in_the_dq_kernel_is_the_delta_kernel(lengths, hq, hkv, d, mode, t
     cu = _cu(lengths, "cuda")
     q, k, v, do = rand_qkvdo(sum(lengths), hq, hkv, d, seed=11, device="cuda")
     plan = flamia.ops.batch_plan(cu, q.shape[0], d)
-    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5)
+    o, lse = K.attention_fwd(q, k, v, plan.seg_start, plan.order_fwd, d ** -0.5,
+                             seg_end=plan.seg_end)
     delta = torch.full_like(lse, float("nan"))
     H.attention_dq_hopper(q, k, v, do, lse, delta, plan.seg_start, plan.order_dq, d ** -0.5,
                           torch.empty_like(q), plan.seg_end, tiles == "doc", o=o)

@@ -1177,36 +1177,34 @@ def _dq_step(dq, q_smem, do_smem, k_smem, v_smem, k_bars, v_bars, kv_empty, k_de
 
 
 @gluon.jit
-def _row_delta(o_ptr, do_smem, q_bar, q_phase, delta_ptr, head, stride_lh, row0, row_end,
+def _row_delta(o_smem, do_smem, q_bar, q_phase, delta_ptr, head, stride_lh, row0, row_end,
                ROWS: gl.constexpr, HEAD_DIM: gl.constexpr, WARPS: gl.constexpr,
-               H_Q: gl.constexpr, rows_layout: gl.constexpr):
-    """delta = rowsum(dO * O) of rows row0 .. row0 + ROWS - 1 of ``head`` (below row_end) from O
-    ([T, Hq, D], contiguous, at o_ptr) and the dO tile in do_smem (once q_bar's phase q_phase
-    completes); written to delta_ptr ([Hq, T], stride_lh) for the dK/dV kernel that runs next,
-    returned in rows_layout. The bits of kernels.attention's delta kernel: its layout (the one
-    triton picks there: 16-byte vectors along D, warps over rows only), so each row's products
-    are added in the same order whatever WARPS is (checked bit for bit on the GPU). Replaces
-    that kernel's pass over O and dO and its launch (FLAMIA_DELTA, kernels.attention.delta_mode)."""
+               rows_layout: gl.constexpr):
+    """delta = rowsum(dO * O) of rows row0 .. row0 + ROWS - 1 of ``head`` from the O and dO tiles
+    in o_smem and do_smem (loaded by TMA with Q: once q_bar's phase q_phase completes); the
+    rows below row_end written to delta_ptr ([Hq, T], stride_lh) for the dK/dV kernel that runs
+    next, all returned in rows_layout (rows past row_end: zeros past the last token, another
+    document's values with doc tiles; their dQ is not stored). The bits of kernels.attention's
+    delta kernel: its layout (the one triton picks there: 16-byte vectors along D, warps over
+    rows only), so each row's products are added in the same order whatever WARPS is (checked
+    bit for bit on the GPU). Replaces that kernel's pass over O and dO and its launch
+    (FLAMIA_DELTA, kernels.attention.delta_mode)."""
     COLS: gl.constexpr = HEAD_DIM // 8
     layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 8],
                                             threads_per_warp=[32 // COLS, COLS],
                                             warps_per_cta=[WARPS, 1], order=[1, 0])
     offs_t = row0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
-    ok = offs_t < row_end
-    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
-    ptrs = (o_ptr + gl.expand_dims(offs_t.to(gl.int64) * (H_Q * HEAD_DIM), 1)
-            + head * HEAD_DIM + gl.expand_dims(offs_d, 0))
-    o = gl.load(ptrs, mask=gl.expand_dims(ok, 1), other=0.0)  # in flight while Q and dO land
     mbarrier.wait(q_bar, q_phase)
+    o = o_smem.load(layout)
     do = do_smem.load(layout)
     delta = gl.sum(o.to(gl.float32) * do.to(gl.float32), axis=1)
-    gl.store(delta_ptr + head * stride_lh + offs_t, delta, mask=ok)
+    gl.store(delta_ptr + head * stride_lh + offs_t, delta, mask=offs_t < row_end)
     return gl.convert_layout(delta, rows_layout)
 
 
 @gluon.jit
 def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc, v_desc,
-             dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c,
+             dq_desc, dq_ptr, o_smem, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c,
              sm_scale, head, kv_col, row0, row_end, key0, lo, full_lo, full_hi, hi,
              ROWS: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
              STAGES: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr, H_Q: gl.constexpr,
@@ -1219,20 +1217,20 @@ def _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k
             _drain_ring(k_bars, kv_empty, hi - lo, STAGES, v_bars)
         else:
             _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
-                        v_desc, dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr,
+                        v_desc, dq_desc, dq_ptr, o_smem, lse_ptr, delta_ptr, seg_start_ptr,
                         stride_lh, total, c, sm_scale, head, kv_col, row0, row_end, key0, lo,
                         full_lo, full_hi, hi, ROWS, BLOCK_N, HEAD_DIM, STAGES, WARPS, WS, H_Q,
                         DOC_TILES, FUSE_DELTA)
     else:
         _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
-                    v_desc, dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh,
+                    v_desc, dq_desc, dq_ptr, o_smem, lse_ptr, delta_ptr, seg_start_ptr, stride_lh,
                     total, c, sm_scale, head, kv_col, row0, row_end, key0, lo, full_lo, full_hi,
                     hi, ROWS, BLOCK_N, HEAD_DIM, STAGES, WARPS, WS, H_Q, DOC_TILES, FUSE_DELTA)
 
 
 @gluon.jit
 def _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc, v_desc,
-                dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c,
+                dq_desc, dq_ptr, o_smem, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c,
                 sm_scale, head, kv_col, row0, row_end, key0, lo, full_lo, full_hi, hi,
                 ROWS: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                 STAGES: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr, H_Q: gl.constexpr,
@@ -1242,8 +1240,8 @@ def _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty
     Q and dO in q_smem / do_smem once q_bar completes) over key tiles lo .. hi - 1 of the ring,
     written through q_smem (_store_rows; dq_ptr: dQ's base); row_end, key0, DOC_TILES: see
     _query_program. WS: one consumer partition of the warp-specialized kernel. FUSE_DELTA: delta
-    of the rows computed here from O (o_ptr) and dO and written to delta_ptr (_row_delta); else
-    read from delta_ptr. base, q_phase, q_empty, dq_smem: the persistent kernel's, as
+    of the rows computed here from O (in o_smem with Q and dO) and dO, and written to delta_ptr
+    (_row_delta); else read from delta_ptr. base, q_phase, q_empty, dq_smem: the persistent kernel's, as
     _fwd_rows_of's (dq_smem: O's slot there)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16])
@@ -1255,8 +1253,8 @@ def _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty
     offs_m, row_ok, seg_start_m = _query_rows(seg_start_ptr, row0, row_end, total, ROWS, rows_s)
     lse = gl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
     if FUSE_DELTA:
-        delta = _row_delta(o_ptr, do_smem, q_bar, q_phase, delta_ptr, head, stride_lh, row0,
-                           row_end, ROWS, HEAD_DIM, WARPS, H_Q, rows_s)
+        delta = _row_delta(o_smem, do_smem, q_bar, q_phase, delta_ptr, head, stride_lh, row0,
+                           row_end, ROWS, HEAD_DIM, WARPS, rows_s)
     else:
         delta = gl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
         mbarrier.wait(q_bar, q_phase)
@@ -1293,8 +1291,31 @@ def _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty
 
 
 @gluon.jit
+def _o_rows_smem(do_desc, do_smem, FUSE_DELTA: gl.constexpr):
+    """Shared memory for O's rows (FUSE_DELTA: as dO's, which have its type and shape), else
+    do_smem as a stand-in that is never read."""
+    if FUSE_DELTA:
+        return gl.allocate_shared_memory(do_desc.dtype, do_smem.shape, do_desc.layout)
+    else:
+        return do_smem
+
+
+@gluon.jit
+def _issue_query_rows(q_desc, do_desc, o_desc, q_smem, do_smem, o_smem, bar, row, col,
+                      FUSE_DELTA: gl.constexpr):
+    """A dQ program's Q and dO rows (and with FUSE_DELTA O's, for _row_delta) by TMA on bar."""
+    if FUSE_DELTA:
+        mbarrier.expect(bar, q_desc.block_type.nbytes + 2 * do_desc.block_type.nbytes)
+        tma_load(o_desc, [row, col], bar, o_smem)
+    else:
+        mbarrier.expect(bar, q_desc.block_type.nbytes + do_desc.block_type.nbytes)
+    tma_load(q_desc, [row, col], bar, q_smem)
+    tma_load(do_desc, [row, col], bar, do_smem)
+
+
+@gluon.jit
 def _attn_bwd_dq_hopper_kernel(
-    q_desc, k_desc, v_desc, do_desc, dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr,
+    q_desc, k_desc, v_desc, do_desc, dq_desc, o_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr,
     seg_end_ptr, order_ptr, stride_lh, total, c, sm_scale,
     H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, DOC_TILES: gl.constexpr,
@@ -1303,8 +1324,9 @@ def _attn_bwd_dq_hopper_kernel(
     """dQ = sm_scale * sum over key tiles of dS K, dS = P (dP - delta), P = exp2(S c - lse2),
     with the tiles, masking and bf16 rounding of dS of kernels.attention._attn_bwd_dq_kernel.
     Grid (Hq, query tiles in launch order); descriptors over [T, H * D] views; dq_ptr: dQ's
-    base (DOC_TILES' partial tiles: _store_rows); FUSE_DELTA: delta from O (o_ptr) and dO,
-    written to delta_ptr (_row_delta), else read from it."""
+    base (DOC_TILES' partial tiles: _store_rows); FUSE_DELTA: delta from O (o_desc, loaded
+    with Q and dO) and dO, written to delta_ptr (_row_delta), else read from it (o_desc
+    unused)."""
     entry = gl.load(order_ptr + gl.program_id(1))
     if DOC_TILES:
         if entry < 0:  # past the last tile
@@ -1314,21 +1336,21 @@ def _attn_bwd_dq_hopper_kernel(
         BLOCK_N, DOC_TILES)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, q_desc.layout)
     do_smem = gl.allocate_shared_memory(do_desc.dtype, do_desc.block_type.shape, do_desc.layout)
+    o_smem = _o_rows_smem(do_desc, do_smem, FUSE_DELTA)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
     k_smem, v_smem, k_bars, v_bars = _kv_ring(k_desc, v_desc, STAGES)
     fence_async_shared()
 
-    mbarrier.expect(q_bar, q_desc.block_type.nbytes + do_desc.block_type.nbytes)
-    tma_load(q_desc, [start_m, head * HEAD_DIM], q_bar, q_smem)
-    tma_load(do_desc, [start_m, head * HEAD_DIM], q_bar, do_smem)
+    _issue_query_rows(q_desc, do_desc, o_desc, q_smem, do_smem, o_smem, q_bar, start_m,
+                      head * HEAD_DIM, FUSE_DELTA)
     for st in gl.static_range(STAGES - 1):  # the first step loads tile STAGES - 1
         _issue_tile(k_desc, k_smem, k_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES, False,
                     key0)
         _issue_tile(v_desc, v_smem, v_bars, lo + st, st, hi, kv_col, BLOCK_N, STAGES, False,
                     key0)
     _dq_rows(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, k_bars, k_desc, v_desc,
-             dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c,
+             dq_desc, dq_ptr, o_smem, lse_ptr, delta_ptr, seg_start_ptr, stride_lh, total, c,
              sm_scale, head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi, BLOCK_M,
              BLOCK_N, HEAD_DIM, STAGES, num_warps, False, H_Q, DOC_TILES, FUSE_DELTA)
 
@@ -1341,20 +1363,20 @@ DQ_WS_PRODUCER_REGS = 40
 
 
 @gluon.jit
-def _dq_ws_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem, v_smem,
-                    k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo, hi,
-                    HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                    base=0, q_phase=0, q_empty=None):
-    """The TMA producer warp: each consumer's Q and dO halves, then K_n and V_n into slot
+def _dq_ws_producer(q_desc, do_desc, o_desc, k_desc, v_desc, q_smem, do_smem, o_smem, q_bars,
+                    k_smem, v_smem, k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo,
+                    hi, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                    FUSE_DELTA: gl.constexpr, base=0, q_phase=0, q_empty=None):
+    """The TMA producer warp: each consumer's Q and dO halves (FUSE_DELTA: and O's), then K_n
+    and V_n into slot
     (n - lo) % STAGES once both consumers have released it. base, q_phase, q_empty: the
     persistent kernel's, as _fwd_ws_producer's."""
     for h in gl.static_range(2):
         if q_empty is not None:
             mbarrier.wait(q_empty.index(h), q_phase ^ 1)
-        mbarrier.expect(q_bars.index(h), q_desc.block_type.nbytes + do_desc.block_type.nbytes)
-        row = start_m + h * q_desc.block_type.shape[0]
-        tma_load(q_desc, [row, head * HEAD_DIM], q_bars.index(h), q_smem.index(h))
-        tma_load(do_desc, [row, head * HEAD_DIM], q_bars.index(h), do_smem.index(h))
+        _issue_query_rows(q_desc, do_desc, o_desc, q_smem.index(h), do_smem.index(h),
+                          o_smem.index(h), q_bars.index(h), start_m + h * q_desc.block_type.shape[0],
+                          head * HEAD_DIM, FUSE_DELTA)
     for n in range(lo, hi):
         i = n - lo + base
         # A fresh mbarrier counts as having completed the phase before its first: the first
@@ -1366,14 +1388,14 @@ def _dq_ws_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_
 
 @gluon.jit
 def _attn_bwd_dq_hopper_ws_kernel(
-    q_desc, k_desc, v_desc, do_desc, dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr,
+    q_desc, k_desc, v_desc, do_desc, dq_desc, o_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr,
     seg_end_ptr, order_ptr, stride_lh, total, c, sm_scale, H_Q: gl.constexpr,
     H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DOC_TILES: gl.constexpr,
     FUSE_DELTA: gl.constexpr, num_warps: gl.constexpr,
 ):
     """_attn_bwd_dq_hopper_kernel's function with warp specialization; grid (Hq, 128-row query
-    tiles in launch order), num_warps = 4 (the default partition); q/do/dq descriptors with
+    tiles in launch order), num_warps = 4 (the default partition); q/do/dq/o descriptors with
     64-row blocks (one per consumer), k/v with BLOCK_N rows."""
     HALF: gl.constexpr = q_desc.block_type.shape[0]
     entry = gl.load(order_ptr + gl.program_id(1))
@@ -1387,6 +1409,7 @@ def _attn_bwd_dq_hopper_ws_kernel(
                                        q_desc.layout)
     do_smem = gl.allocate_shared_memory(do_desc.dtype, [2] + do_desc.block_type.shape,
                                         do_desc.layout)
+    o_smem = _o_rows_smem(do_desc, do_smem, FUSE_DELTA)
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for h in gl.static_range(2):
@@ -1397,18 +1420,18 @@ def _attn_bwd_dq_hopper_ws_kernel(
     fence_async_shared()
     gl.warp_specialize([
         (_dq_rows, (q_smem.index(0), do_smem.index(0), q_bars.index(0), k_smem, v_smem, k_bars,
-                    v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, o_ptr, lse_ptr,
+                    v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, o_smem.index(0), lse_ptr,
                     delta_ptr, seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col,
                     start_m, row_end, key0, lo, full_lo, full_hi, hi, HALF, BLOCK_N, HEAD_DIM,
                     STAGES, 4, True, H_Q, DOC_TILES, FUSE_DELTA)),
         (_dq_rows, (q_smem.index(1), do_smem.index(1), q_bars.index(1), k_smem, v_smem, k_bars,
-                    v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, o_ptr, lse_ptr,
+                    v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, o_smem.index(1), lse_ptr,
                     delta_ptr, seg_start_ptr, stride_lh, total, c, sm_scale, head, kv_col,
                     start_m + HALF, row_end, key0, lo, full_lo, full_hi, hi, HALF, BLOCK_N,
                     HEAD_DIM, STAGES, 4, True, H_Q, DOC_TILES, FUSE_DELTA)),
-        (_dq_ws_producer, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem,
-                           v_smem, k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo, hi,
-                           HEAD_DIM, BLOCK_N, STAGES)),
+        (_dq_ws_producer, (q_desc, do_desc, o_desc, k_desc, v_desc, q_smem, do_smem, o_smem,
+                           q_bars, k_smem, v_smem, k_bars, v_bars, kv_empty, head, kv_col,
+                           start_m, key0, lo, hi, HEAD_DIM, BLOCK_N, STAGES, FUSE_DELTA)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -1419,7 +1442,7 @@ def _attn_bwd_dq_hopper_ws_kernel(
 # kernels (GPU test). Grid tiles only.
 @gluon.jit
 def _dq_persistent_rows(q_smem, do_smem, q_bar, q_empty, dq_smem, k_smem, v_smem, k_bars, v_bars,
-                        kv_empty, k_desc, v_desc, dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr,
+                        kv_empty, k_desc, v_desc, dq_desc, dq_ptr, o_smem, lse_ptr, delta_ptr,
                         seg_start_ptr, order_ptr, queue_ptr, item_bars, stride_lh, total, c,
                         sm_scale, HALF_INDEX: gl.constexpr, H_Q: gl.constexpr,
                         H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -1434,7 +1457,7 @@ def _dq_persistent_rows(q_smem, do_smem, q_bar, q_empty, dq_smem, k_smem, v_smem
         head, kv_col, start_m, row_end, key0, lo, full_lo, full_hi, hi = _work_item(
             w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM, 2 * ROWS, BLOCK_N)
         _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty, k_desc,
-                    v_desc, dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr, stride_lh,
+                    v_desc, dq_desc, dq_ptr, o_smem, lse_ptr, delta_ptr, seg_start_ptr, stride_lh,
                     total, c, sm_scale, head, kv_col, start_m + HALF_INDEX * ROWS, row_end, key0,
                     lo, full_lo, full_hi, hi, ROWS, BLOCK_N, HEAD_DIM, STAGES, 4, True, H_Q,
                     False, FUSE_DELTA, base, t & 1, q_empty, dq_smem)
@@ -1445,11 +1468,12 @@ def _dq_persistent_rows(q_smem, do_smem, q_bar, q_empty, dq_smem, k_smem, v_smem
 
 
 @gluon.jit
-def _dq_persistent_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, q_empty,
-                            k_smem, v_smem, k_bars, v_bars, kv_empty, seg_start_ptr, order_ptr,
-                            queue_ptr, item_bars, total, n_work, H_Q: gl.constexpr,
-                            H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-                            STAGES: gl.constexpr):
+def _dq_persistent_producer(q_desc, do_desc, o_desc, k_desc, v_desc, q_smem, do_smem, o_smem,
+                            q_bars, q_empty, k_smem, v_smem, k_bars, v_bars, kv_empty,
+                            seg_start_ptr, order_ptr, queue_ptr, item_bars, total, n_work,
+                            H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr,
+                            BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                            FUSE_DELTA: gl.constexpr):
     """The producer warp of the persistent dQ kernel: _dq_ws_producer for each work item it
     takes from the queue."""
     base = 0
@@ -1459,9 +1483,9 @@ def _dq_persistent_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_
         head, kv_col, start_m, _, key0, lo, _, _, hi = _work_item(
             w, order_ptr, seg_start_ptr, total, H_Q, H_KV, HEAD_DIM,
             2 * q_desc.block_type.shape[0], BLOCK_N)
-        _dq_ws_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars, k_smem, v_smem,
-                        k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo, hi, HEAD_DIM,
-                        BLOCK_N, STAGES, base, t & 1, q_empty)
+        _dq_ws_producer(q_desc, do_desc, o_desc, k_desc, v_desc, q_smem, do_smem, o_smem, q_bars,
+                        k_smem, v_smem, k_bars, v_bars, kv_empty, head, kv_col, start_m, key0, lo,
+                        hi, HEAD_DIM, BLOCK_N, STAGES, FUSE_DELTA, base, t & 1, q_empty)
         base += hi - lo
         t += 1
         w = _take_item(queue_ptr, item_bars, t, n_work)
@@ -1469,22 +1493,23 @@ def _dq_persistent_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_
 
 @gluon.jit
 def _attn_bwd_dq_hopper_persistent_kernel(
-    q_desc, k_desc, v_desc, do_desc, dq_desc, dq_ptr, o_ptr, lse_ptr, delta_ptr, seg_start_ptr,
+    q_desc, k_desc, v_desc, do_desc, dq_desc, o_desc, dq_ptr, lse_ptr, delta_ptr, seg_start_ptr,
     order_ptr, queue_ptr, stride_lh, total, c, sm_scale, n_work, H_Q: gl.constexpr,
     H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, FUSE_DELTA: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Grid (programs,), at most one per SM; n_work = Hq x query tiles; queue_ptr: int32 [1 + 2
-    x programs], zero (_take_item); num_warps = 4 (the default partition); q/do/dq descriptors
-    with 64-row blocks, k/v with BLOCK_N rows. Shared memory at D = 128: Q, dO and dQ 2 x 16 KB
-    each, the ring 2 x 32 KB."""
+    x programs], zero (_take_item); num_warps = 4 (the default partition); q/do/dq/o descriptors
+    with 64-row blocks, k/v with BLOCK_N rows. Shared memory at D = 128: Q, dO and dQ (and with
+    FUSE_DELTA O) 2 x 16 KB each, the ring 2 x 32 KB."""
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape,
                                        q_desc.layout)
     do_smem = gl.allocate_shared_memory(do_desc.dtype, [2] + do_desc.block_type.shape,
                                         do_desc.layout)
     dq_smem = gl.allocate_shared_memory(dq_desc.dtype, [2] + dq_desc.block_type.shape,
                                         dq_desc.layout)
+    o_smem = _o_rows_smem(do_desc, do_smem, FUSE_DELTA)
     q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_empty, item_bars = _persistent_barriers()
     kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -1497,20 +1522,21 @@ def _attn_bwd_dq_hopper_persistent_kernel(
     gl.warp_specialize([
         (_dq_persistent_rows, (q_smem.index(0), do_smem.index(0), q_bars.index(0),
                                q_empty.index(0), dq_smem.index(0), k_smem, v_smem, k_bars,
-                               v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, o_ptr,
-                               lse_ptr, delta_ptr, seg_start_ptr, order_ptr, queue_ptr,
-                               item_bars, stride_lh, total, c, sm_scale, 0, H_Q, H_KV,
-                               HEAD_DIM, BLOCK_N, STAGES, FUSE_DELTA)),
+                               v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr,
+                               o_smem.index(0), lse_ptr, delta_ptr, seg_start_ptr, order_ptr,
+                               queue_ptr, item_bars, stride_lh, total, c, sm_scale, 0, H_Q,
+                               H_KV, HEAD_DIM, BLOCK_N, STAGES, FUSE_DELTA)),
         (_dq_persistent_rows, (q_smem.index(1), do_smem.index(1), q_bars.index(1),
                                q_empty.index(1), dq_smem.index(1), k_smem, v_smem, k_bars,
-                               v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr, o_ptr,
-                               lse_ptr, delta_ptr, seg_start_ptr, order_ptr, queue_ptr,
-                               item_bars, stride_lh, total, c, sm_scale, 1, H_Q, H_KV,
-                               HEAD_DIM, BLOCK_N, STAGES, FUSE_DELTA)),
-        (_dq_persistent_producer, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, q_bars,
-                                   q_empty, k_smem, v_smem, k_bars, v_bars, kv_empty,
-                                   seg_start_ptr, order_ptr, queue_ptr, item_bars, total,
-                                   n_work, H_Q, H_KV, HEAD_DIM, BLOCK_N, STAGES)),
+                               v_bars, kv_empty, k_desc, v_desc, dq_desc, dq_ptr,
+                               o_smem.index(1), lse_ptr, delta_ptr, seg_start_ptr, order_ptr,
+                               queue_ptr, item_bars, stride_lh, total, c, sm_scale, 1, H_Q,
+                               H_KV, HEAD_DIM, BLOCK_N, STAGES, FUSE_DELTA)),
+        (_dq_persistent_producer, (q_desc, do_desc, o_desc, k_desc, v_desc, q_smem, do_smem,
+                                   o_smem, q_bars, q_empty, k_smem, v_smem, k_bars, v_bars,
+                                   kv_empty, seg_start_ptr, order_ptr, queue_ptr, item_bars,
+                                   total, n_work, H_Q, H_KV, HEAD_DIM, BLOCK_N, STAGES,
+                                   FUSE_DELTA)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -2863,8 +2889,9 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
     fuse_delta = o is not None
     if fuse_delta:
         assert o.shape == q.shape and o.is_contiguous(), "o: contiguous [T, Hq, D]"
-    o_ptr = o if fuse_delta else dq  # unused without FUSE_DELTA
     block_m, block_n, warps, stages = DQ_CONFIG
+    # O's rows as dO's: 64-row blocks (one per consumer) but in the plain kernel
+    o_desc = _rows_view(o, block_m // (1 if dq_mode() == "plain" else 2)) if fuse_delta else None
     seg_end = _seg_end(seg_end, doc_tiles, seg_start)
     if dq_mode() == "persistent":
         if doc_tiles:
@@ -2874,7 +2901,7 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
         programs = min(n_work, sm_count(q.device))
         _attn_bwd_dq_hopper_persistent_kernel[(programs, )](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
-            _rows_view(do, half), _rows_view(dq, half), dq, o_ptr, lse, delta, seg_start,
+            _rows_view(do, half), _rows_view(dq, half), o_desc, dq, lse, delta, seg_start,
             order_dq, _work_queue(programs, q.device), lse.stride(0), total,
             softmax_scale * LOG2E, softmax_scale, n_work, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d,
             BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=DQ_WS_CONSUMER_REGS,
@@ -2884,7 +2911,7 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
         half = block_m // 2
         _attn_bwd_dq_hopper_ws_kernel[(hq, order_dq.numel())](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
-            _rows_view(do, half), _rows_view(dq, half), dq, o_ptr, lse, delta, seg_start,
+            _rows_view(do, half), _rows_view(dq, half), o_desc, dq, lse, delta, seg_start,
             seg_end, order_dq, lse.stride(0), total, softmax_scale * LOG2E, softmax_scale,
             H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n, STAGES=stages,
             CONSUMER_REGS=DQ_WS_CONSUMER_REGS, PRODUCER_REGS=DQ_WS_PRODUCER_REGS,
@@ -2892,7 +2919,7 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
         return dq
     _attn_bwd_dq_hopper_kernel[(hq, order_dq.numel())](
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
-        _rows_view(do, block_m), _rows_view(dq, block_m), dq, o_ptr, lse, delta, seg_start,
+        _rows_view(do, block_m), _rows_view(dq, block_m), o_desc, dq, lse, delta, seg_start,
         seg_end, order_dq, lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq,
         H_KV=k.shape[1], HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=stages,
         DOC_TILES=doc_tiles, FUSE_DELTA=fuse_delta, num_warps=warps)
