@@ -32,7 +32,13 @@ Providers:
     flamia-bf16 (ws fwd)  the same with FLAMIA_GLUON_FWD=128,128,8,2,ws: the warp-specialized
                  forward, the default before 2026-12-06; named with --providers only
     flamia-bf16 (persistent fwd, dQ)  the same and FLAMIA_GLUON_DQ=persistent: the persistent
-                 Gluon dQ kernel too; named with --providers only
+                 Gluon dQ kernel too (both the defaults since 2026-12-06, eleventh session: the
+                 same code as flamia-bf16 now); named with --providers only
+    flamia-bf16 (ws dQ)  the same with FLAMIA_GLUON_DQ=ws: the warp-specialized dQ kernel, the
+                 default before 2026-12-06 (eleventh session); named with --providers only
+    flamia-bf16 (delta kernel)  the same with FLAMIA_DELTA=kernel: delta = rowsum(dO * O) by its
+                 own kernel before dK/dV and dQ (before 2026-12-06, eleventh session; now the dQ
+                 kernel computes it); named with --providers only
     flamia-bf16 (doc tiles)  the same with FLAMIA_TILES=doc: tiles start at each document's start
                  (flamia.kernels.attention.doc_tiles); named with --providers only
     flamia-bf16 (LPT order)  the same with FLAMIA_ORDER=longest: tiles launched by work alone
@@ -324,7 +330,7 @@ PROVIDERS = {
     "flamia-bf16 (ws fwd)": prep_flamia,
     "flamia-bf16 (persistent fwd, dQ)": prep_flamia,
     "flamia-bf16 (delta kernel)": prep_flamia,
-    "flamia-bf16 (persistent dQ)": prep_flamia,
+    "flamia-bf16 (ws dQ)": prep_flamia,
     "flamia-bf16 (doc tiles)": prep_flamia,
     "flamia-bf16 (LPT order)": prep_flamia,
     "flamia-bf16 (A/A control)": prep_flamia,
@@ -367,7 +373,8 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 # delta = rowsum(dO * O) by its own kernel, dK/dV before dQ (the default until
                 # 2026-12-06, eleventh session; now the Gluon dQ kernel computes it)
                 "flamia-bf16 (delta kernel)": {"FLAMIA_DELTA": "kernel"},
-                "flamia-bf16 (persistent dQ)": {"FLAMIA_GLUON_DQ": "persistent"},
+                # the warp-specialized dQ kernel (default until 2026-12-06, eleventh session)
+                "flamia-bf16 (ws dQ)": {"FLAMIA_GLUON_DQ": "ws"},
                 # flamia-bf16 again, timed as another provider: the difference between the two
                 # rows is the timing's noise (a GPU that throttles under load: H100, 2026-12-06)
                 "flamia-bf16 (A/A control)": {}}

@@ -46,6 +46,7 @@
 #   d64: the D = 64 forward with 3 and 4 ring slots (ws and persistent): GPU tests, variants
 #   default: the persistent forward as the default: BF16 Gluon + API GPU tests, U(32, 1024) with
 #            and without clock sampling, the full grid (timed in alternating rounds) (~9 min)
+#   dqdefault: the persistent dQ kernel (with delta) as the default: GPU tests, the grid
 #   delta: written 2026-12-06 (eleventh session) before its GPU run: delta computed in the Gluon
 #          dQ kernel (FLAMIA_DELTA=dq): its GPU tests (delta and gradients bit for bit against
 #          the delta kernel, every dQ mode, doc tiles; the dQ modes, leaks, fused dQ, FA rule),
@@ -442,6 +443,18 @@ gluon_kernels_do_not_leak or gluon_fused_dq or doc_tiles_gluon" &
     --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_(attn|delta)_|^###|Error" $OUT/bench.log | grep -v "^| ---" \
     | cut -d"|" -f2-9,13,15,16 | tail -60
+  ;;
+dqdefault)  # 2026-12-06 (eleventh session): the persistent dQ kernel computing delta as the
+           # default: its GPU tests (dQ kernels, delta, leaks, FA rule, fused dQ, API), then the
+           # full grid without nvfp4_fp8, the accuracy table and the profile (~9 min)
+  tier dq ${TIER_S:-170} tests/test_kernels_hopper.py -k "dq or delta or leak" &
+  tier fa ${TIER_S:-170} tests/test_kernels.py -k "flash_attention_rule or fused_dq_matches" &
+  tier api ${TIER_S:-170} tests/test_api.py &
+  wait
+  tier_report
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-340} python -m bench.attention --providers \
+    flamia-bf16 flamia-mxfp8 flex varlen cudnn-dense cudnn-thd --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |Error" $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2-9,13,15,16 | tail -70
   ;;
 d64)  # 2026-12-06 (written without a GPU): the forward at D = 64 with 3 and 4 ring slots (the
      # warp-specialized kernel, and the persistent one, which fits them at D = 64 only): GPU

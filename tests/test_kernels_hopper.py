@@ -261,6 +261,8 @@ def test_persistent_forward_ring_fits_shared_memory(monkeypatch):
 def test_gluon_dq_mode_is_checked(monkeypatch):
     from flamia.kernels import attention_hopper as H
     monkeypatch.delenv("FLAMIA_GLUON_DQ", raising=False)
+    assert H.dq_mode() == "persistent" and H.dq_mode(doc_tiles=True) == "ws"
+    monkeypatch.setenv("FLAMIA_GLUON_DQ", "ws")
     assert H.dq_mode() == "ws"
     monkeypatch.setenv("FLAMIA_GLUON_DQ", "plain")
     assert H.dq_mode() == "plain"

@@ -1122,13 +1122,22 @@ def _attn_fwd8_hopper_ws_kernel(
 # S, dP (fp32), dS (bf16) and the dQ accumulator fit in registers; 2 K/V ring slots.
 DQ_CONFIG = (128, 64, 8, 2)
 DQ_MODES = ("ws", "plain", "persistent")
+# The default dQ kernel since 2026-12-06 (eleventh session), on grid tiles: the persistent one,
+# whose producer loads the next tile's Q, dO and O (for delta, FLAMIA_DELTA=dq) while the
+# consumers finish the current one. Timed in alternating rounds against the warp-specialized
+# kernel (both computing delta; H100, bench/results/attention_20261206-0924_*): fwd+bwd 0.8-1.9%
+# faster on all five workloads. Doc tiles keep the warp-specialized kernel (the persistent one
+# takes grid tiles only).
+DQ_DEFAULT_MODE = "persistent"
+DQ_DOC_TILES_MODE = "ws"
 
 
-def dq_mode() -> str:
-    """"ws" (default: _attn_bwd_dq_hopper_ws_kernel), "plain" (_attn_bwd_dq_hopper_kernel) or
-    "persistent" (_attn_bwd_dq_hopper_persistent_kernel): FLAMIA_GLUON_DQ; read at every
-    launch."""
-    mode = os.environ.get("FLAMIA_GLUON_DQ", "ws")
+def dq_mode(doc_tiles: bool = False) -> str:
+    """"ws" (_attn_bwd_dq_hopper_ws_kernel), "plain" (_attn_bwd_dq_hopper_kernel) or
+    "persistent" (_attn_bwd_dq_hopper_persistent_kernel): FLAMIA_GLUON_DQ, else DQ_DEFAULT_MODE
+    (doc tiles: DQ_DOC_TILES_MODE); read at every launch."""
+    mode = os.environ.get("FLAMIA_GLUON_DQ") or (DQ_DOC_TILES_MODE if doc_tiles
+                                                 else DQ_DEFAULT_MODE)
     if mode not in DQ_MODES:
         raise ValueError(f"FLAMIA_GLUON_DQ={mode!r}; accepted: {DQ_MODES}")
     return mode
@@ -2891,9 +2900,10 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
         assert o.shape == q.shape and o.is_contiguous(), "o: contiguous [T, Hq, D]"
     block_m, block_n, warps, stages = DQ_CONFIG
     # O's rows as dO's: 64-row blocks (one per consumer) but in the plain kernel
-    o_desc = _rows_view(o, block_m // (1 if dq_mode() == "plain" else 2)) if fuse_delta else None
+    mode = dq_mode(doc_tiles)
+    o_desc = _rows_view(o, block_m // (1 if mode == "plain" else 2)) if fuse_delta else None
     seg_end = _seg_end(seg_end, doc_tiles, seg_start)
-    if dq_mode() == "persistent":
+    if mode == "persistent":
         if doc_tiles:
             raise ValueError("the persistent dQ kernel (FLAMIA_GLUON_DQ=persistent) runs grid "
                              "tiles only; unset FLAMIA_TILES=doc or choose another dQ kernel")
@@ -2907,7 +2917,7 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
             BLOCK_N=block_n, STAGES=stages, CONSUMER_REGS=DQ_WS_CONSUMER_REGS,
             PRODUCER_REGS=DQ_WS_PRODUCER_REGS, FUSE_DELTA=fuse_delta, num_warps=4)
         return dq
-    if dq_mode() == "ws":
+    if mode == "ws":
         half = block_m // 2
         _attn_bwd_dq_hopper_ws_kernel[(hq, order_dq.numel())](
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
