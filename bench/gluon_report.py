@@ -274,6 +274,9 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
             grads[1], grads[2], *extra)
         for lse_mode in H.LSE_MODES:
             run(f"dkdv ws lse={lse_mode}", {"FLAMIA_GLUON_DKDV_LSE": lse_mode}, dkdv)
+        for lse_mode in H.LSE_MODES:
+            run(f"dkdv persistent lse={lse_mode}", {"FLAMIA_GLUON_DKDV": "2,0,persistent",
+                                                     "FLAMIA_GLUON_DKDV_LSE": lse_mode}, dkdv)
         run("dkdv plain", {"FLAMIA_GLUON_DKDV": "2,0"}, dkdv)
         dqa = torch.zeros(t, hq, d)
         sem = torch.zeros(hq, -(-t // H.DKDV_CONFIG[0]), dtype=torch.int32)

@@ -46,6 +46,7 @@
 #   d64: the D = 64 forward with 3 and 4 ring slots (ws and persistent): GPU tests, variants
 #   default: the persistent forward as the default: BF16 Gluon + API GPU tests, U(32, 1024) with
 #            and without clock sampling, the full grid (timed in alternating rounds) (~9 min)
+#   dkdvp: the persistent dK/dV kernel (opt-in): GPU tests, three workloads
 #   dqdefault: the persistent dQ kernel (with delta) as the default: GPU tests, the grid
 #   delta: written 2026-12-06 (eleventh session) before its GPU run: delta computed in the Gluon
 #          dQ kernel (FLAMIA_DELTA=dq): its GPU tests (delta and gradients bit for bit against
@@ -443,6 +444,18 @@ gluon_kernels_do_not_leak or gluon_fused_dq or doc_tiles_gluon" &
     --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_(attn|delta)_|^###|Error" $OUT/bench.log | grep -v "^| ---" \
     | cut -d"|" -f2-9,13,15,16 | tail -60
+  ;;
+dkdvp)  # 2026-12-06 (eleventh session, the session's last ~280 s of device time): the persistent
+       # dK/dV kernel (FLAMIA_GLUON_DKDV=2,0,persistent): its bitwise GPU tests at 2 ring slots
+       # and its leak rows, then three workloads in 4 alternating rounds (~4.5 min)
+  tier dkdvp ${TIER_S:-120} tests/test_kernels_hopper.py -k "plain_dkdv and 2-persistent" &
+  tier leakp ${TIER_S:-120} tests/test_kernels_hopper.py -k "do_not_leak and persistent" &
+  wait
+  tier_report
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-120} python -m bench.attention --quick \
+    --dists u128_4096 lognormal_1k one_doc --providers flamia-bf16 \
+    "flamia-bf16 (persistent dK/dV)" cudnn-thd --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |Error" $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2,6-9,13,15,16 | tail -12
   ;;
 dqdefault)  # 2026-12-06 (eleventh session): the persistent dQ kernel computing delta as the
            # default: its GPU tests (dQ kernels, delta, leaks, FA rule, fused dQ, API), then the

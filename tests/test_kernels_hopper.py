@@ -220,7 +220,7 @@ def test_short_documents_forward(d, poisoned, monkeypatch):
 
 
 def test_persistent_kernels_take_grid_tiles_only(monkeypatch):
-    """The persistent forward and dQ kernels refuse doc tiles
+    """The persistent forward, dQ and dK/dV kernels refuse doc tiles
     (FLAMIA_TILES=doc) with the reason and the way out, before anything is compiled or launched
     (CPU tensors; the capability check stubbed)."""
     from flamia.kernels import attention_hopper as H
@@ -234,9 +234,13 @@ def test_persistent_kernels_take_grid_tiles_only(monkeypatch):
                                          seg, True)
     dq = lambda: H.attention_dq_hopper(x, x, x, x, lse, lse, seg, order, 0.1,
                                        torch.empty_like(x), seg, True)
+    dkdv = lambda: H.attention_dkdv_hopper(x, x, x, x, lse, lse, seg, seg, order, 0.1,
+                                           torch.empty_like(x), torch.empty_like(x),
+                                           doc_tiles=True)
     for name, value, launch, why in (
             ("FLAMIA_GLUON_FWD", "128,128,8,2,persistent", fwd, "persistent forward .* grid"),
-            ("FLAMIA_GLUON_DQ", "persistent", dq, "persistent dQ kernel .* grid")):
+            ("FLAMIA_GLUON_DQ", "persistent", dq, "persistent dQ kernel .* grid"),
+            ("FLAMIA_GLUON_DKDV", "2,0,persistent", dkdv, "persistent dK/dV kernel .* grid")):
         monkeypatch.setenv(name, value)
         with pytest.raises(ValueError, match=why + " tiles only"):
             launch()
@@ -296,8 +300,14 @@ def test_gluon_dkdv_pipeline_is_checked(monkeypatch):
     assert H.dkdv_pipeline(fuse_dq=True) == (H.DKDV_CONFIG[3], H.DKDV_DEFER, False, False)
     _check_setting(monkeypatch, "FLAMIA_GLUON_DKDV", H.dkdv_pipeline,
                    (("3,1", (3, True, False, False)), ("2,0,1", (2, False, True, False)),
-                    ("2,0,ws", (2, False, False, True)), ("3,0,0,ws", (3, False, False, True))),
-                   ("2,1", "3,1,ws", "2,0,1,ws", "2,0,wss", "ws", "2"), "FLAMIA_GLUON_DKDV")
+                    ("2,0,ws", (2, False, False, True)), ("3,0,0,ws", (3, False, False, True)),
+                    ("2,0,persistent", (2, False, False, True))),
+                   ("2,1", "3,1,ws", "2,0,1,ws", "2,0,wss", "ws", "2", "3,1,persistent",
+                    "persistent"), "FLAMIA_GLUON_DKDV")
+    monkeypatch.setenv("FLAMIA_GLUON_DKDV", "3,0,persistent")
+    assert H.dkdv_persistent()
+    monkeypatch.setenv("FLAMIA_GLUON_DKDV", "3,0,ws")
+    assert not H.dkdv_persistent()
 
 
 def test_gluon_dkdv_lse_mode_is_checked(monkeypatch):
@@ -411,18 +421,20 @@ def test_dkdv_lse_by_tma_is_the_same(lengths, hq, hkv, d, stages, poisoned, monk
 
 @pytest.mark.gpu
 @hopper
+@pytest.mark.parametrize("mode", ["ws", "persistent"])
 @pytest.mark.parametrize("stages", [2, 3])
 @pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES + [([8192] * 4, 16, 16, 128)])
-def test_warp_specialized_dkdv_is_the_plain_dkdv(lengths, hq, hkv, d, stages, poisoned,
+def test_warp_specialized_dkdv_is_the_plain_dkdv(lengths, hq, hkv, d, stages, mode, poisoned,
                                                  monkeypatch):
-    """FLAMIA_GLUON_DKDV=S,0,ws: each key row sees the same MMAs and steps as in the plain
-    Gluon dK/dV kernel (only who loads the ring and how slots are released differ), so dK and
-    dV are the same bits; every element written (poisoned outputs). It does not fuse dQ: asked
-    to, it says so."""
+    """FLAMIA_GLUON_DKDV=S,0,ws (and its persistent version, S,0,persistent, whose programs
+    run several key tiles each here: more work items than SMs in every case): each key row sees
+    the same MMAs and steps as in the plain Gluon dK/dV kernel (only who loads the ring and how
+    slots are released differ), so dK and dV are the same bits; every element written
+    (poisoned outputs). It does not fuse dQ: asked to, it says so."""
     backward = _backward_case(lengths, hq, hkv, d, seed=8)
     monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "gluon")
     grads = {}
-    for setting in ("2,0", f"{stages},0,ws"):
+    for setting in ("2,0", f"{stages},0,{mode}"):
         monkeypatch.setenv("FLAMIA_GLUON_DKDV", setting)
         grads[setting] = backward()
     (dq_p, dk_p, dv_p), (dq_w, dk_w, dv_w) = grads.values()
@@ -630,6 +642,8 @@ def test_doc_tiles_gluon(lengths, hq, hkv, d, poisoned, monkeypatch):
     ("separate", "128,128,8,2,ws", "2,0,ws", "ws"),
     ("separate", "128,128,8,2,pingpong", "3,0,ws", "ws"),
     ("separate", "128,128,8,2,persistent", "2,0,ws,tma", "persistent"),
+    ("separate", "128,128,8,2,persistent", "2,0,persistent,tma", "persistent"),
+    ("separate", "128,128,8,2,persistent", "2,0,persistent", "persistent"),
     ("separate", "128,64,8,2,persistent", "2,0,ws,tma", "ws"),
     ("separate", "128,128,8,2,ws", "2,0,ws,tma", "ws"),
     ("separate", "128,128,8,2,ws", "2,0,ws,doc", "ws"),

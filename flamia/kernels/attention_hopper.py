@@ -1565,28 +1565,35 @@ DKDV_DEFER = False
 def dkdv_pipeline(fuse_dq: bool = False) -> tuple[int, bool, bool, bool]:
     """(ring slots, DEFER, UNORDERED, WS) of the dK/dV kernel. Default: the warp-specialized
     kernel with DKDV_CONFIG's slots, or the plain kernel where dQ is fused (FLAMIA_DQ=fused,
-    which the warp-specialized kernel does not do). FLAMIA_GLUON_DKDV="S,D[,U][,ws]" overrides
-    it (sweeps): D = 1 leaves the dV and dK MMAs running into the next step
+    which the warp-specialized kernel does not do). FLAMIA_GLUON_DKDV="S,D[,U][,ws|persistent]"
+    overrides it (sweeps): D = 1 leaves the dV and dK MMAs running into the next step
     (needs S >= 3); U = 1 makes the fused-dQ mode (FLAMIA_DQ=fused) add dQ in any order
     (run-to-run noise in dQ's last bits: for measuring what the order costs, not for use); ws
-    runs the warp-specialized kernel (_attn_bwd_dkdv_hopper_ws_kernel; D = U = 0, no fused dQ)."""
+    runs the warp-specialized kernel (_attn_bwd_dkdv_hopper_ws_kernel; D = U = 0, no fused dQ),
+    persistent its persistent version (dkdv_persistent; WS is then True too)."""
     text = os.environ.get("FLAMIA_GLUON_DKDV")
     if not text:
         return DKDV_CONFIG[3], DKDV_DEFER, False, not fuse_dq
     fields = text.split(",")
-    ws = fields[-1] == "ws"
+    ws = fields[-1] in ("ws", "persistent")
     try:
         stages, defer, *rest = (int(x) for x in (fields[:-1] if ws else fields))
         unordered = rest[0] if rest else 0
         assert len(rest) <= 1
     except (ValueError, AssertionError):
-        raise ValueError(f"FLAMIA_GLUON_DKDV={text!r}; accepted: S,D[,U][,ws] e.g. 3,1 or 2,0,ws"
-                         ) from None
+        raise ValueError(f"FLAMIA_GLUON_DKDV={text!r}; accepted: S,D[,U][,ws|persistent] e.g. "
+                         "3,1 or 2,0,ws") from None
     if stages < 2 + defer or defer not in (0, 1) or unordered not in (0, 1):
         raise ValueError(f"FLAMIA_GLUON_DKDV={text!r}: needs D, U in (0, 1) and S >= 2 + D")
     if ws and (defer or unordered):
         raise ValueError(f"FLAMIA_GLUON_DKDV={text!r}: the warp-specialized kernel takes D = U = 0")
     return stages, bool(defer), bool(unordered), ws
+
+
+def dkdv_persistent() -> bool:
+    """Whether FLAMIA_GLUON_DKDV asks for the persistent dK/dV kernel (S,0,persistent;
+    _attn_bwd_dkdv_hopper_persistent_kernel, grid tiles only; opt-in)."""
+    return os.environ.get("FLAMIA_GLUON_DKDV", "").split(",")[-1] == "persistent"
 
 
 LSE_MODES = ("load", "tma")
@@ -1620,10 +1627,11 @@ def _pair_coords(j, nq, lo, head0, BLOCK_M: gl.constexpr, query0=0):
 @gluon.jit
 def _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, j, count, nq, lo, head0,
                       HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
-                      query0=0):
+                      query0=0, ring0=0):
     """TMA loads of Q and dO for the j-th pair the program visits (_pair_coords) into ring slot
-    j % STAGES; none from j = count on."""
-    slot = j % STAGES
+    (ring0 + j) % STAGES (ring0: the persistent kernel's pairs of earlier work items); none
+    from j = count on."""
+    slot = (ring0 + j) % STAGES
     pred = j < count
     head, row = _pair_coords(j, nq, lo, head0, BLOCK_M, query0)
     col = head * HEAD_DIM
@@ -1764,7 +1772,7 @@ def _dkdv_step(dk, dv, pt_op, dst, k_smem, v_smem, q_smem, do_smem, ds_smem, q_b
 @gluon.jit
 def _key_program(tile, seg_start_ptr, seg_end_ptr, total, H_Q: gl.constexpr,
                  H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                 BLOCK_N: gl.constexpr, DOC_TILES: gl.constexpr):
+                 BLOCK_N: gl.constexpr, DOC_TILES: gl.constexpr, kv_head=None):
     """The key tile this program owns (grid (Hkv, key tiles in launch order); ``tile``: its
     entry of the launch order, >= 0), its first key, the end of its keys (key_end: keys from
     there on are not its own) and the query tiles that see it, query tile m holding rows
@@ -1774,8 +1782,11 @@ def _key_program(tile, seg_start_ptr, seg_end_ptr, total, H_Q: gl.constexpr,
     query head head0 on. Grid tiles: tile is the tile's index, query0 = 0, key_end = total.
     Doc tiles (DOC_TILES, kernels.attention.doc_tiles): tile is the first key, query0 its
     segment's start, key_end its segment's end. Scalars only, so that any partition can
-    compute them."""
-    kv_head = gl.program_id(0)
+    compute them. kv_head: the persistent kernel's (_key_item), else program_id(0)."""
+    if kv_head is None:
+        head_kv = gl.program_id(0)
+    else:
+        head_kv = kv_head
     if DOC_TILES:
         start_n = tile
         key_end = gl.load(seg_end_ptr + tile)
@@ -1791,8 +1802,8 @@ def _key_program(tile, seg_start_ptr, seg_end_ptr, total, H_Q: gl.constexpr,
     full_hi = gl.maximum(gl.minimum((gl.load(seg_end_ptr + start_n) - query0) // BLOCK_M, hi),
                          full_lo)
     nq = hi - lo
-    return (start_n, key_end, query0, kv_head * HEAD_DIM, lo, full_lo, full_hi, hi, nq,
-            (H_Q // H_KV) * nq, kv_head * (H_Q // H_KV))
+    return (start_n, key_end, query0, head_kv * HEAD_DIM, lo, full_lo, full_hi, hi, nq,
+            (H_Q // H_KV) * nq, head_kv * (H_Q // H_KV))
 
 
 @gluon.jit
@@ -1839,14 +1850,17 @@ def _dkdv_rows_of(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_b
                   G: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   STAGES: gl.constexpr, DEFER: gl.constexpr, FUSE_DQ: gl.constexpr,
                   ORDERED: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr,
-                  LSE_TMA: gl.constexpr, DOC_TILES: gl.constexpr):
+                  LSE_TMA: gl.constexpr, DOC_TILES: gl.constexpr, ring0=0, kv_phase=0,
+                  kv_empty=None, dk_smem=None, dv_smem=None):
     """dK, dV of keys row0 .. row0 + ROWS - 1 (K and V in k_smem / v_smem once kv_bar
     completes; WARPS / 4 warpgroups of 64 keys) over the (query head, query tile) pairs of the
     ring, written by TMA stores through k_smem / v_smem. WS: one consumer partition of the
     warp-specialized kernel. lse_src, delta_src, r_bars, LSE_TMA: see _dkdv_step. key_end,
     query0, DOC_TILES: see _key_program; a doc tile's keys from key_end on are another
     document's, and a tile reaching there is stored from registers (dk_ptr, dv_ptr: contiguous
-    [T, Hkv, D]) with a row mask."""
+    [T, Hkv, D]) with a row mask. ring0, kv_phase, kv_empty, dk_smem, dv_smem: the persistent
+    kernel's (the ring's pairs of earlier work items, kv_bar's phase of this one, the K/V half's
+    release, dK's and dV's own slots for the stores, so that K and V can load meanwhile)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_M, 16])
     dkv_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -1864,10 +1878,10 @@ def _dkdv_rows_of(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_b
     dst = gl.zeros([ROWS, BLOCK_M], gl.bfloat16, layout=op_layout)
     s_zero = gl.zeros([ROWS, BLOCK_M], gl.float32, layout=s_layout)
     rc = 1.0 / c
-    mbarrier.wait(kv_bar, 0)
+    mbarrier.wait(kv_bar, kv_phase)
     for g in range(G):  # the query heads reading this kv head: no atomics
         head = head0 + g
-        base = g * nq - lo  # pair index of (g, m) is base + m
+        base = ring0 + g * nq - lo  # pair index of (g, m) is base + m
         # Three loops, no branch inside a step (see _fwd_step).
         for m in range(lo, full_lo):
             dk, dv, pt_op, dst = _dkdv_step(
@@ -1895,22 +1909,34 @@ def _dkdv_rows_of(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_b
                 DEFER, FUSE_DQ, ORDERED, WS, LSE_TMA, s_layout, op_layout, dq_layout)
     if DEFER:
         dk, dv, pt_op, dst = warpgroup_mma_wait(num_outstanding=0, deps=(dk, dv, pt_op, dst))
-
-    # K's and V's tiles hold dK and dV for the TMA stores (rows past the last token clipped).
-    # Plain kernel: both warpgroups' MMAs read all of K and V until their last wait. WS: these
-    # slots are this partition's alone.
-    if not WS:
-        cta_barrier()
-    if DOC_TILES:
-        if row0 + ROWS > key_end:
-            _store_rows_masked(dk * sm_scale, dk_ptr, row0, kv_col, key_end,
-                               (H_Q // G) * HEAD_DIM, dkv_layout)
-            _store_rows_masked(dv, dv_ptr, row0, kv_col, key_end, (H_Q // G) * HEAD_DIM,
-                               dkv_layout)
+    if kv_empty is not None:
+        # Persistent: every MMA that read this K/V half has been waited for (WS steps wait for
+        # theirs), so the producer may load the next item's; dK and dV go out through their
+        # own slots (rows past the last token clipped).
+        mbarrier.arrive(kv_empty)
+        tma.store_wait(pendings=0)  # this partition's previous dK/dV stores are out
+        cta_barrier()  # this partition's warps only (a named barrier)
+        dk_smem.store((dk * sm_scale).to(gl.bfloat16))
+        dv_smem.store(dv.to(gl.bfloat16))
+        fence_async_shared()
+        tma_store(dk_desc, [row0, kv_col], dk_smem)
+        tma_store(dv_desc, [row0, kv_col], dv_smem)
+    else:
+        # K's and V's tiles hold dK and dV for the TMA stores (rows past the last token
+        # clipped). Plain kernel: both warpgroups' MMAs read all of K and V until their last
+        # wait. WS: these slots are this partition's alone.
+        if not WS:
+            cta_barrier()
+        if DOC_TILES:
+            if row0 + ROWS > key_end:
+                _store_rows_masked(dk * sm_scale, dk_ptr, row0, kv_col, key_end,
+                                   (H_Q // G) * HEAD_DIM, dkv_layout)
+                _store_rows_masked(dv, dv_ptr, row0, kv_col, key_end, (H_Q // G) * HEAD_DIM,
+                                   dkv_layout)
+            else:
+                _store_dk_dv(dk, dv, sm_scale, k_smem, v_smem, dk_desc, dv_desc, row0, kv_col)
         else:
             _store_dk_dv(dk, dv, sm_scale, k_smem, v_smem, dk_desc, dv_desc, row0, kv_col)
-    else:
-        _store_dk_dv(dk, dv, sm_scale, k_smem, v_smem, dk_desc, dv_desc, row0, kv_col)
 
 
 @gluon.jit
@@ -1985,23 +2011,28 @@ def _dkdv_ws_producer(k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, k_s
                       kv_bars, q_smem, do_smem, lse_smem, delta_smem, q_bars, do_bars, r_bars,
                       qdo_empty, start_n, kv_col, count, nq, lo, head0, query0,
                       HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
-                      LSE_TMA: gl.constexpr):
+                      LSE_TMA: gl.constexpr, ring0=0, kv_phase=0, kv_empty=None):
     """The TMA producer warp: each consumer's K and V halves, then the (query head, query tile)
     pairs' Q and dO (and with LSE_TMA their lse2 and delta, [1, BLOCK_M] tiles of [Hq, T]: zeros
-    past the last token) into slot j % STAGES once both consumers have released it."""
+    past the last token) into slot (ring0 + j) % STAGES once both consumers have released it.
+    ring0, kv_phase, kv_empty: the persistent kernel's (a K/V half loads once its consumer is
+    done with the previous item's)."""
     for h in gl.static_range(2):
+        if kv_empty is not None:
+            mbarrier.wait(kv_empty.index(h), kv_phase ^ 1)
         mbarrier.expect(kv_bars.index(h), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
         row = start_n + h * k_desc.block_type.shape[0]
         tma_load(k_desc, [row, kv_col], kv_bars.index(h), k_smem.index(h))
         tma_load(v_desc, [row, kv_col], kv_bars.index(h), v_smem.index(h))
     for j in range(count):
+        jj = ring0 + j
         # A fresh mbarrier counts as having completed the phase before its first: the first
         # round's waits (parity 1) pass at once.
-        mbarrier.wait(qdo_empty.index(j % STAGES), ((j // STAGES) & 1) ^ 1)
+        mbarrier.wait(qdo_empty.index(jj % STAGES), ((jj // STAGES) & 1) ^ 1)
         _issue_query_tile(q_desc, do_desc, q_smem, do_smem, q_bars, do_bars, j, count, nq, lo,
-                          head0, HEAD_DIM, BLOCK_M, STAGES, query0)
+                          head0, HEAD_DIM, BLOCK_M, STAGES, query0, ring0)
         if LSE_TMA:
-            slot = j % STAGES
+            slot = jj % STAGES
             head, row = _pair_coords(j, nq, lo, head0, BLOCK_M, query0)
             mbarrier.expect(r_bars.index(slot), 2 * lse_desc.block_type.nbytes)
             tma_load(lse_desc, [head, row], r_bars.index(slot), lse_smem.index(slot))
@@ -2077,6 +2108,138 @@ def _attn_bwd_dkdv_hopper_ws_kernel(
                              v_smem, kv_bars, q_smem, do_smem, lse_src, delta_src, q_bars,
                              do_bars, r_bars, qdo_empty, start_n, kv_col, count, nq, lo, head0,
                              query0, HEAD_DIM, BLOCK_M, STAGES, LSE_TMA)),
+    ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+
+
+# Persistent dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,persistent; opt-in, written 2026-12-06 in the
+# eleventh session): the warp-specialized dK/dV kernel with one program per SM taking the
+# (kv head, key tile) items from a queue, as the persistent forward and dQ kernels do (see
+# _work_item): the ring of Q/dO (and lse2/delta) tiles runs on across items, a K/V half of the
+# next item loads once its consumer has waited for its last MMA of the current one, and dK/dV
+# go out through slots of their own meanwhile. Each key row sees the same steps as in the other
+# dK/dV kernels: the same bits (GPU test). Grid tiles only.
+@gluon.jit
+def _key_item(w, order_ptr, seg_start_ptr, seg_end_ptr, total, H_Q: gl.constexpr,
+              H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+              BLOCK_N: gl.constexpr):
+    """Work item w of the persistent dK/dV kernel, as _key_program returns it: key tile
+    order[w // Hkv] of kv head w % Hkv (the launch order of the (Hkv, tiles) grid)."""
+    return _key_program(gl.load(order_ptr + w // H_KV), seg_start_ptr, seg_end_ptr, total, H_Q,
+                        H_KV, HEAD_DIM, BLOCK_M, BLOCK_N, False, w % H_KV)
+
+
+@gluon.jit
+def _dkdv_persistent_rows(k_smem, v_smem, kv_bar, kv_empty, dk_smem, dv_smem, q_smem, do_smem,
+                          q_bars, do_bars, r_bars, qdo_empty, q_desc, do_desc, dk_desc, dv_desc,
+                          lse_src, delta_src, seg_end_ptr, seg_start_ptr, order_ptr, queue_ptr,
+                          item_bars, stride_lh, total, c, sm_scale, HALF_INDEX: gl.constexpr,
+                          H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr,
+                          BLOCK_M: gl.constexpr, STAGES: gl.constexpr, LSE_TMA: gl.constexpr):
+    """A consumer of the persistent dK/dV kernel: keys HALF_INDEX * 64 .. of each work item's
+    key tile."""
+    HALF: gl.constexpr = dk_desc.block_type.shape[0]
+    ring0 = 0  # the ring's pairs consumed before this work item
+    t = 0  # work items before this one
+    w = _read_item(queue_ptr, item_bars, t)
+    while w >= 0:
+        start_n, _, _, kv_col, lo, full_lo, full_hi, hi, nq, count, head0 = _key_item(
+            w, order_ptr, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M,
+            2 * HALF)
+        # (unused with WS and without FUSE_DQ: ds_smem, dqa_ptr, sem_ptr, n_qtiles, tile,
+        # dk_ptr, dv_ptr; grid tiles: key_end = total, query0 = 0)
+        _dkdv_rows_of(k_smem, v_smem, kv_bar, q_smem, do_smem, k_smem, q_bars, do_bars, r_bars,
+                      qdo_empty, q_desc, do_desc, dk_desc, dv_desc, lse_src, delta_src,
+                      seg_end_ptr, seg_end_ptr, seg_start_ptr, seg_end_ptr, 0, stride_lh, total,
+                      c, sm_scale, kv_col, start_n + HALF_INDEX * HALF, w, lo, full_lo, full_hi,
+                      hi, count, nq, head0, total, 0, 0, 0, HALF, HEAD_DIM, H_Q, H_Q // H_KV,
+                      BLOCK_M, 2 * HALF, STAGES, False, False, False, 4, True, LSE_TMA, False,
+                      ring0, t & 1, kv_empty, dk_smem, dv_smem)
+        ring0 += count
+        t += 1
+        w = _read_item(queue_ptr, item_bars, t)
+    tma.store_wait(pendings=0)  # the last dK/dV tiles are out before the program's memory goes
+
+
+@gluon.jit
+def _dkdv_persistent_producer(k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, k_smem,
+                              v_smem, kv_bars, kv_empty, q_smem, do_smem, lse_src, delta_src,
+                              q_bars, do_bars, r_bars, qdo_empty, seg_end_ptr, seg_start_ptr,
+                              order_ptr, queue_ptr, item_bars, total, n_work, H_Q: gl.constexpr,
+                              H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                              STAGES: gl.constexpr, LSE_TMA: gl.constexpr):
+    """The producer warp of the persistent dK/dV kernel: _dkdv_ws_producer for each work item it
+    takes from the queue (item t's number slot is free again: see _take_item; here the producer
+    takes item t after loading item t - 1's K and V, which waited for both consumers to be done
+    with item t - 2)."""
+    ring0 = 0
+    t = 0
+    w = _take_item(queue_ptr, item_bars, t, n_work)
+    while w >= 0:
+        start_n, _, _, kv_col, lo, _, _, _, nq, count, head0 = _key_item(
+            w, order_ptr, seg_start_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M,
+            2 * k_desc.block_type.shape[0])
+        _dkdv_ws_producer(k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem,
+                          kv_bars, q_smem, do_smem, lse_src, delta_src, q_bars, do_bars, r_bars,
+                          qdo_empty, start_n, kv_col, count, nq, lo, head0, 0, HEAD_DIM, BLOCK_M,
+                          STAGES, LSE_TMA, ring0, t & 1, kv_empty)
+        ring0 += count
+        t += 1
+        w = _take_item(queue_ptr, item_bars, t, n_work)
+
+
+@gluon.jit
+def _attn_bwd_dkdv_hopper_persistent_kernel(
+    q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr, lse_desc, delta_desc,
+    seg_end_ptr, order_ptr, seg_start_ptr, queue_ptr, stride_lh, total, c, sm_scale, n_work,
+    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+    STAGES: gl.constexpr, LSE_TMA: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+    PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr,
+):
+    """Grid (programs,), at most one per SM; n_work = Hkv x key tiles; queue_ptr: int32 [1 + 2 x
+    programs], zero (_take_item); num_warps = 4 (the default partition); descriptors and LSE_TMA
+    as _attn_bwd_dkdv_hopper_ws_kernel's. Shared memory at D = 128: K, V, dK and dV 2 x 16 KB
+    each, the ring 2 x 32 KB (and lse2/delta)."""
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, [2] + k_desc.block_type.shape,
+                                       k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, [2] + v_desc.block_type.shape,
+                                       v_desc.layout)
+    dk_smem = gl.allocate_shared_memory(dk_desc.dtype, [2] + dk_desc.block_type.shape,
+                                        dk_desc.layout)
+    dv_smem = gl.allocate_shared_memory(dv_desc.dtype, [2] + dv_desc.block_type.shape,
+                                        dv_desc.layout)
+    kv_bars = _barriers(2, 1)
+    kv_empty, item_bars = _persistent_barriers()
+    qdo_empty = _barriers(STAGES, 2)
+    q_smem, do_smem, q_bars, do_bars = _kv_ring(q_desc, do_desc, STAGES)
+    if LSE_TMA:
+        lse_src = _ring(lse_desc, STAGES)
+        delta_src = _ring(delta_desc, STAGES)
+        r_bars = _barriers(STAGES, 1)
+    else:  # the global arrays; the producer loads nothing more
+        lse_src = lse_ptr
+        delta_src = delta_ptr
+        r_bars = q_bars
+    fence_async_shared()
+    gl.warp_specialize([
+        (_dkdv_persistent_rows, (k_smem.index(0), v_smem.index(0), kv_bars.index(0),
+                                 kv_empty.index(0), dk_smem.index(0), dv_smem.index(0), q_smem,
+                                 do_smem, q_bars, do_bars, r_bars, qdo_empty, q_desc, do_desc,
+                                 dk_desc, dv_desc, lse_src, delta_src, seg_end_ptr,
+                                 seg_start_ptr, order_ptr, queue_ptr, item_bars, stride_lh,
+                                 total, c, sm_scale, 0, H_Q, H_KV, HEAD_DIM, BLOCK_M, STAGES,
+                                 LSE_TMA)),
+        (_dkdv_persistent_rows, (k_smem.index(1), v_smem.index(1), kv_bars.index(1),
+                                 kv_empty.index(1), dk_smem.index(1), dv_smem.index(1), q_smem,
+                                 do_smem, q_bars, do_bars, r_bars, qdo_empty, q_desc, do_desc,
+                                 dk_desc, dv_desc, lse_src, delta_src, seg_end_ptr,
+                                 seg_start_ptr, order_ptr, queue_ptr, item_bars, stride_lh,
+                                 total, c, sm_scale, 1, H_Q, H_KV, HEAD_DIM, BLOCK_M, STAGES,
+                                 LSE_TMA)),
+        (_dkdv_persistent_producer, (k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc,
+                                     k_smem, v_smem, kv_bars, kv_empty, q_smem, do_smem, lse_src,
+                                     delta_src, q_bars, do_bars, r_bars, qdo_empty, seg_end_ptr,
+                                     seg_start_ptr, order_ptr, queue_ptr, item_bars, total,
+                                     n_work, H_Q, H_KV, HEAD_DIM, BLOCK_M, STAGES, LSE_TMA)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -2963,11 +3126,28 @@ def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkd
                              "accepted with it: FLAMIA_DQ=separate")
         half = block_n // 2
         lse_tma = dkdv_lse_mode() == "tma" and lse.stride(0) % 4 == 0 and not doc_tiles
+        lse_descs = ((_vector_view(lse, block_m), _vector_view(delta, block_m)) if lse_tma else
+                     (None, None))
+        if dkdv_persistent():
+            if doc_tiles:
+                raise ValueError("the persistent dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,persistent) "
+                                 "runs grid tiles only; unset FLAMIA_TILES=doc or choose another "
+                                 "dK/dV kernel")
+            n_work = k.shape[1] * order_dkdv.numel()
+            programs = min(n_work, sm_count(q.device))
+            _attn_bwd_dkdv_hopper_persistent_kernel[(programs, )](
+                _rows_view(q, block_m), _rows_view(k, half), _rows_view(v, half),
+                _rows_view(do, block_m), _rows_view(dk, half), _rows_view(dv, half), lse, delta,
+                *lse_descs, seg_end, order_dkdv, seg_start, _work_queue(programs, q.device),
+                lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, n_work, H_Q=hq,
+                H_KV=k.shape[1], HEAD_DIM=d, BLOCK_M=block_m, STAGES=stages, LSE_TMA=lse_tma,
+                CONSUMER_REGS=DKDV_WS_CONSUMER_REGS, PRODUCER_REGS=DKDV_WS_PRODUCER_REGS,
+                num_warps=4)
+            return dk, dv
         _attn_bwd_dkdv_hopper_ws_kernel[(k.shape[1], order_dkdv.numel())](
             _rows_view(q, block_m), _rows_view(k, half), _rows_view(v, half),
             _rows_view(do, block_m), _rows_view(dk, half), _rows_view(dv, half), dk, dv, lse,
-            delta, *((_vector_view(lse, block_m), _vector_view(delta, block_m)) if lse_tma else
-                     (None, None)), seg_end, order_dkdv, seg_start, lse.stride(0), total,
+            delta, *lse_descs, seg_end, order_dkdv, seg_start, lse.stride(0), total,
             softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d,
             BLOCK_M=block_m, STAGES=stages, LSE_TMA=lse_tma, CONSUMER_REGS=DKDV_WS_CONSUMER_REGS,
             PRODUCER_REGS=DKDV_WS_PRODUCER_REGS, DOC_TILES=doc_tiles, num_warps=4)
