@@ -457,6 +457,12 @@ dkdvp)  # 2026-12-06 (eleventh session, the session's last ~280 s of device time
     "flamia-bf16 (persistent dK/dV)" cudnn-thd --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |Error" $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2,6-9,13,15,16 | tail -12
   ;;
+dkdvbench)  # the same comparison alone, five workloads in 8 alternating rounds (~2 min)
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-130} python -m bench.attention --quick \
+    --rounds 8 --dists u32_1024 u128_4096 lognormal_1k equal_2k one_doc --providers \
+    flamia-bf16 "flamia-bf16 (persistent dK/dV)" cudnn-thd --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |Error" $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2,6-9,13,15,16 | tail -16
+  ;;
 dqdefault)  # 2026-12-06 (eleventh session): the persistent dQ kernel computing delta as the
            # default: its GPU tests (dQ kernels, delta, leaks, FA rule, fused dQ, API), then the
            # full grid without nvfp4_fp8, the accuracy table and the profile (~9 min)
