@@ -308,6 +308,8 @@ def test_gluon_dkdv_pipeline_is_checked(monkeypatch):
     assert H.dkdv_persistent()
     monkeypatch.setenv("FLAMIA_GLUON_DKDV", "3,0,ws")
     assert not H.dkdv_persistent()
+    monkeypatch.delenv("FLAMIA_GLUON_DKDV")  # the default: persistent on grid tiles
+    assert H.dkdv_persistent() and not H.dkdv_persistent(doc_tiles=True)
 
 
 def test_gluon_dkdv_lse_mode_is_checked(monkeypatch):
