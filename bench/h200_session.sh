@@ -463,6 +463,13 @@ dkdvbench)  # the same comparison alone, five workloads in 8 alternating rounds 
     flamia-bf16 "flamia-bf16 (persistent dK/dV)" cudnn-thd --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |Error" $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2,6-9,13,15,16 | tail -16
   ;;
+dkdvdefault)  # the persistent dK/dV kernel as the default: FA rule through the default path and
+             # the API tests, side by side (~1.5 min)
+  tier fa ${TIER_S:-75} tests/test_kernels.py -k "flash_attention_rule" &
+  tier api ${TIER_S:-75} tests/test_api.py &
+  wait
+  tier_report
+  ;;
 dqdefault)  # 2026-12-06 (eleventh session): the persistent dQ kernel computing delta as the
            # default: its GPU tests (dQ kernels, delta, leaks, FA rule, fused dQ, API), then the
            # full grid without nvfp4_fp8, the accuracy table and the profile (~9 min)
