@@ -37,7 +37,10 @@ Providers:
     flamia-bf16 (ws dQ)  the same with FLAMIA_GLUON_DQ=ws: the warp-specialized dQ kernel, the
                  default before 2026-12-06 (eleventh session); named with --providers only
     flamia-bf16 (persistent dK/dV)  the same with FLAMIA_GLUON_DKDV=2,0,persistent: the
-                 persistent dK/dV kernel (opt-in); named with --providers only
+                 persistent dK/dV kernel (the default on grid tiles since 2026-12-06, eleventh
+                 session: the same code as flamia-bf16 now); named with --providers only
+    flamia-bf16 (ws dK/dV)  the same with FLAMIA_GLUON_DKDV=2,0,ws: the warp-specialized dK/dV
+                 kernel, the default before; named with --providers only
     flamia-bf16 (delta kernel)  the same with FLAMIA_DELTA=kernel: delta = rowsum(dO * O) by its
                  own kernel before dK/dV and dQ (before 2026-12-06, eleventh session; now the dQ
                  kernel computes it); named with --providers only
@@ -334,6 +337,7 @@ PROVIDERS = {
     "flamia-bf16 (delta kernel)": prep_flamia,
     "flamia-bf16 (ws dQ)": prep_flamia,
     "flamia-bf16 (persistent dK/dV)": prep_flamia,
+    "flamia-bf16 (ws dK/dV)": prep_flamia,
     "flamia-bf16 (doc tiles)": prep_flamia,
     "flamia-bf16 (LPT order)": prep_flamia,
     "flamia-bf16 (A/A control)": prep_flamia,
@@ -378,8 +382,10 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 "flamia-bf16 (delta kernel)": {"FLAMIA_DELTA": "kernel"},
                 # the warp-specialized dQ kernel (default until 2026-12-06, eleventh session)
                 "flamia-bf16 (ws dQ)": {"FLAMIA_GLUON_DQ": "ws"},
-                # the persistent dK/dV kernel (opt-in, eleventh session)
+                # the persistent dK/dV kernel (the default on grid tiles since the eleventh
+                # session) and the warp-specialized one (the default before)
                 "flamia-bf16 (persistent dK/dV)": {"FLAMIA_GLUON_DKDV": "2,0,persistent"},
+                "flamia-bf16 (ws dK/dV)": {"FLAMIA_GLUON_DKDV": "2,0,ws"},
                 # flamia-bf16 again, timed as another provider: the difference between the two
                 # rows is the timing's noise (a GPU that throttles under load: H100, 2026-12-06)
                 "flamia-bf16 (A/A control)": {}}

@@ -70,15 +70,23 @@ def compile_dq(d: int = 128, hq: int = 16, hkv: int = 16, mode: str = "plain",
 def compile_dkdv(pipeline: str | None = None, d: int = 128, hq: int = 16, hkv: int = 16,
                  fuse_dq: int = 0, lse_tma: bool = False):
     """The compiled dK/dV kernel (DKDV_CONFIG: query tiles are the "query" descriptors) for
-    FLAMIA_GLUON_DKDV=pipeline (None: the default); fuse_dq: 0 (dQ kernel), 1 (dQ added in
-    key-tile order), 2 (dQ added unordered)."""
+    FLAMIA_GLUON_DKDV=pipeline (None: the warp-specialized kernel at its default ring; on grid
+    tiles the default is its persistent version, "2,0,persistent"); fuse_dq: 0 (dQ kernel), 1
+    (dQ added in key-tile order), 2 (dQ added unordered)."""
     with mock.patch.dict(os.environ, {"FLAMIA_GLUON_DKDV": pipeline or ""}):
         stages, defer, _, ws = H.dkdv_pipeline()
+        persistent = pipeline is not None and H.dkdv_persistent()
     if ws:  # 64-key K/V/dK/dV blocks, num_warps = 4 (the default partition)
         m, n, _ = H.DKDV_CONFIG[:3]
         # lse2 and delta by TMA (FLAMIA_GLUON_DKDV_LSE=tma), else no descriptors (constexpr None)
         lse = {f"{x}_desc": H._vector_view(torch.empty(hq, 4096), m) if lse_tma else None
                for x in ("lse", "delta")}
+        if persistent:
+            return _compile(H._attn_bwd_dkdv_hopper_persistent_kernel, ("q", "do"),
+                            ("k", "v", "dk", "dv"), (m, n // 2, 4, stages), d, hq, hkv,
+                            drop=("BLOCK_N", ), descs=lse if lse_tma else None,
+                            LSE_TMA=lse_tma, CONSUMER_REGS=H.DKDV_WS_CONSUMER_REGS,
+                            PRODUCER_REGS=H.DKDV_WS_PRODUCER_REGS, **({} if lse_tma else lse))
         return _compile(H._attn_bwd_dkdv_hopper_ws_kernel, ("q", "do"), ("k", "v", "dk", "dv"),
                         (m, n // 2, 4, stages), d, hq, hkv, drop=("BLOCK_N", ),
                         descs=lse if lse_tma else None, LSE_TMA=lse_tma,
@@ -272,8 +280,9 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
         dkdv = lambda *extra: H.attention_dkdv_hopper(
             q, k, v, do, lse, delta, plan.seg_start, plan.seg_end, plan.order_dkdv, 0.1,
             grads[1], grads[2], *extra)
-        for lse_mode in H.LSE_MODES:
-            run(f"dkdv ws lse={lse_mode}", {"FLAMIA_GLUON_DKDV_LSE": lse_mode}, dkdv)
+        for lse_mode in H.LSE_MODES:  # (unset FLAMIA_GLUON_DKDV: the persistent kernel)
+            run(f"dkdv ws lse={lse_mode}", {"FLAMIA_GLUON_DKDV": "2,0,ws",
+                                             "FLAMIA_GLUON_DKDV_LSE": lse_mode}, dkdv)
         for lse_mode in H.LSE_MODES:
             run(f"dkdv persistent lse={lse_mode}", {"FLAMIA_GLUON_DKDV": "2,0,persistent",
                                                      "FLAMIA_GLUON_DKDV_LSE": lse_mode}, dkdv)

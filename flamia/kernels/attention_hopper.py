@@ -5,7 +5,7 @@ kernels/attention.py (same key tiles visited, same masking, same softmax convent
 128-wide key tiles instead of 64, so P is rounded to bf16 against other running maxima: O agrees
 to ~1e-5 relative), built the way FlashAttention-3 builds its forward:
 
-- warp specialization (_attn_fwd_hopper_ws_kernel, the default): the 128 query rows of a tile
+- warp specialization (_attn_fwd_hopper_ws_kernel; doc tiles' default): the 128 query rows of a tile
   are two consumer warpgroups, each its own partition, and one producer warp issues every TMA
   load; a consumer releases a ring slot by an mbarrier arrival once its MMAs have read it, so
   the two warpgroups never meet at a CTA barrier and drift out of phase (one's softmax beside
@@ -21,7 +21,9 @@ to ~1e-5 relative), built the way FlashAttention-3 builds its forward:
   (U(32, 1024) 0.454 vs 0.472 ms, lognormal 1k 0.844 vs 0.906), one document 2.10 vs 1.99 ms in
   that run and equal in the quick benchmark (work items then dealt round-robin, later in snake
   order); the persistent dQ kernel (FLAMIA_GLUON_DQ=persistent) is built the same way: same
-  bits, no faster (2026-12-05 18:23). In the grouped launch order a static deal is unbalanced
+  bits, no faster (2026-12-05 18:23; the default since 2026-12-06, eleventh session, when it
+  also computes delta: DQ_DEFAULT_MODE), and so is the persistent dK/dV kernel (the default
+  since the same session: dkdv_persistent). In the grouped launch order a static deal is unbalanced
   (bench.tile_model), so since the evening of 2026-12-05 both take their items from a work queue
   (_take_item; H200 2026-12-06: same bits, GPU tests pass; 1-7% less kernel time). With 64-wide
   key tiles it is also the short-document forward (SHORT_DOCS_CONFIG);
@@ -1250,8 +1252,8 @@ def _dq_rows_of(q_smem, do_smem, q_bar, k_smem, v_smem, k_bars, v_bars, kv_empty
     written through q_smem (_store_rows; dq_ptr: dQ's base); row_end, key0, DOC_TILES: see
     _query_program. WS: one consumer partition of the warp-specialized kernel. FUSE_DELTA: delta
     of the rows computed here from O (in o_smem with Q and dO) and dO, and written to delta_ptr
-    (_row_delta); else read from delta_ptr. base, q_phase, q_empty, dq_smem: the persistent kernel's, as
-    _fwd_rows_of's (dq_smem: O's slot there)."""
+    (_row_delta); else read from delta_ptr. base, q_phase, q_empty, dq_smem: the persistent
+    kernel's, as _fwd_rows_of's (dq_smem: O's slot there)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16])
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -1364,7 +1366,8 @@ def _attn_bwd_dq_hopper_kernel(
              BLOCK_N, HEAD_DIM, STAGES, num_warps, False, H_Q, DOC_TILES, FUSE_DELTA)
 
 
-# Warp-specialized dQ kernel (FLAMIA_GLUON_DQ=ws, the default): as the warp-specialized forward,
+# Warp-specialized dQ kernel (FLAMIA_GLUON_DQ=ws; doc tiles' default, see DQ_DEFAULT_MODE): as
+# the warp-specialized forward,
 # two consumer warpgroups of 64 query rows (own Q/dO halves) and a producer warp for the K/V
 # ring; a slot is released (count 2) after a consumer's dQ MMA of that step.
 DQ_WS_CONSUMER_REGS = 232
@@ -1383,9 +1386,9 @@ def _dq_ws_producer(q_desc, do_desc, o_desc, k_desc, v_desc, q_smem, do_smem, o_
     for h in gl.static_range(2):
         if q_empty is not None:
             mbarrier.wait(q_empty.index(h), q_phase ^ 1)
+        row = start_m + h * q_desc.block_type.shape[0]
         _issue_query_rows(q_desc, do_desc, o_desc, q_smem.index(h), do_smem.index(h),
-                          o_smem.index(h), q_bars.index(h), start_m + h * q_desc.block_type.shape[0],
-                          head * HEAD_DIM, FUSE_DELTA)
+                          o_smem.index(h), q_bars.index(h), row, head * HEAD_DIM, FUSE_DELTA)
     for n in range(lo, hi):
         i = n - lo + base
         # A fresh mbarrier counts as having completed the phase before its first: the first
@@ -1557,7 +1560,8 @@ def _attn_bwd_dq_hopper_persistent_kernel(
 # keys are the MMA's M dimension (S^T = K Q^T), one warpgroup per 64 keys; K and V stay in shared
 # memory, Q and dO tiles come by TMA through a ring of 2 slots.
 # Default: the warp-specialized kernel (dkdv_pipeline), 9-17% faster than the plain one and the
-# triton kernel on the H200 (bench/results/dkdv_variants_20261204_H200.txt, run 4).
+# triton kernel on the H200 (bench/results/dkdv_variants_20261204_H200.txt, run 4); on grid
+# tiles its persistent version (dkdv_persistent, since 2026-12-06, eleventh session).
 DKDV_CONFIG = (64, 128, 8, 2)
 DKDV_DEFER = False
 
@@ -2004,7 +2008,8 @@ def _attn_bwd_dkdv_hopper_kernel(
                FUSE_DQ, ORDERED, num_warps, False, False, False)
 
 
-# Warp-specialized dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,ws; the default): the 128 keys of a tile are two
+# Warp-specialized dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,ws; doc tiles' default, its persistent
+# version below grid tiles'): the 128 keys of a tile are two
 # consumer partitions of one warpgroup each (64 keys, their own K/V halves), a 1-warp producer
 # brings K/V and the ring's Q/dO tiles; a consumer releases a ring slot by an mbarrier arrival
 # (count 2) after its step's MMAs, instead of both warpgroups meeting at a CTA barrier before
@@ -2118,9 +2123,9 @@ def _attn_bwd_dkdv_hopper_ws_kernel(
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
-# Persistent dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,persistent; opt-in, written 2026-12-06 in the
-# eleventh session): the warp-specialized dK/dV kernel with one program per SM taking the
-# (kv head, key tile) items from a queue, as the persistent forward and dQ kernels do (see
+# Persistent dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,persistent; written 2026-12-06 in the eleventh
+# session, the default on grid tiles since then, see dkdv_persistent): the warp-specialized
+# dK/dV kernel with one program per SM taking the (kv head, key tile) items from a queue, as the persistent forward and dQ kernels do (see
 # _work_item): the ring of Q/dO (and lse2/delta) tiles runs on across items, a K/V half of the
 # next item loads once its consumer has waited for its last MMA of the current one, and dK/dV
 # go out through slots of their own meanwhile. Each key row sees the same steps as in the other
