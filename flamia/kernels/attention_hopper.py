@@ -2052,6 +2052,24 @@ def _dkdv_ws_producer(k_desc, v_desc, q_desc, do_desc, lse_desc, delta_desc, k_s
 
 
 @gluon.jit
+def _dkdv_query_ring(q_desc, do_desc, lse_desc, delta_desc, lse_ptr, delta_ptr,
+                     STAGES: gl.constexpr, LSE_TMA: gl.constexpr):
+    """The warp-specialized dK/dV kernels' ring of (query head, query tile) pairs: Q and dO
+    slots and barriers, and lse2/delta: with LSE_TMA their [1, BLOCK_M] slots and barriers
+    (r_bars), else the global arrays (the producer loads nothing more; r_bars unused)."""
+    q_smem, do_smem, q_bars, do_bars = _kv_ring(q_desc, do_desc, STAGES)
+    if LSE_TMA:
+        lse_src = _ring(lse_desc, STAGES)
+        delta_src = _ring(delta_desc, STAGES)
+        r_bars = _barriers(STAGES, 1)
+    else:
+        lse_src = lse_ptr
+        delta_src = delta_ptr
+        r_bars = q_bars
+    return q_smem, do_smem, q_bars, do_bars, lse_src, delta_src, r_bars
+
+
+@gluon.jit
 def _attn_bwd_dkdv_hopper_ws_kernel(
     q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, dk_ptr, dv_ptr, lse_ptr, delta_ptr,
     lse_desc, delta_desc, seg_end_ptr, order_ptr, seg_start_ptr, stride_lh, total, c, sm_scale,
@@ -2083,15 +2101,8 @@ def _attn_bwd_dkdv_hopper_ws_kernel(
         mbarrier.init(kv_bars.index(h), count=1)
     for st in gl.static_range(STAGES):
         mbarrier.init(qdo_empty.index(st), count=2)
-    q_smem, do_smem, q_bars, do_bars = _kv_ring(q_desc, do_desc, STAGES)
-    if LSE_TMA:
-        lse_src = _ring(lse_desc, STAGES)
-        delta_src = _ring(delta_desc, STAGES)
-        r_bars = _barriers(STAGES, 1)
-    else:  # the global arrays; the producer loads nothing more
-        lse_src = lse_ptr
-        delta_src = delta_ptr
-        r_bars = q_bars
+    q_smem, do_smem, q_bars, do_bars, lse_src, delta_src, r_bars = _dkdv_query_ring(
+        q_desc, do_desc, lse_desc, delta_desc, lse_ptr, delta_ptr, STAGES, LSE_TMA)
     fence_async_shared()
     G: gl.constexpr = H_Q // H_KV
     # Grid tiles: constants, so that the partitions keep no registers for them (ptxas spilled
@@ -2222,15 +2233,8 @@ def _attn_bwd_dkdv_hopper_persistent_kernel(
     kv_bars = _barriers(2, 1)
     kv_empty, item_bars = _persistent_barriers()
     qdo_empty = _barriers(STAGES, 2)
-    q_smem, do_smem, q_bars, do_bars = _kv_ring(q_desc, do_desc, STAGES)
-    if LSE_TMA:
-        lse_src = _ring(lse_desc, STAGES)
-        delta_src = _ring(delta_desc, STAGES)
-        r_bars = _barriers(STAGES, 1)
-    else:  # the global arrays; the producer loads nothing more
-        lse_src = lse_ptr
-        delta_src = delta_ptr
-        r_bars = q_bars
+    q_smem, do_smem, q_bars, do_bars, lse_src, delta_src, r_bars = _dkdv_query_ring(
+        q_desc, do_desc, lse_desc, delta_desc, lse_ptr, delta_ptr, STAGES, LSE_TMA)
     fence_async_shared()
     gl.warp_specialize([
         (_dkdv_persistent_rows, (k_smem.index(0), v_smem.index(0), kv_bars.index(0),
