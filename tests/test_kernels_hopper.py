@@ -1,8 +1,9 @@
 """The Gluon BF16 forward, dQ and dK/dV kernels for Hopper (flamia/kernels/attention_hopper.py;
 FLAMIA_FWD_KERNEL / FLAMIA_DQ_KERNEL / FLAMIA_DKDV_KERNEL = auto runs them on compute capability
 9.x, = gluon asks for them). Gluon has no interpreter, so this is GPU tier only; on CPU the tests
-are those of the selection switches and of the tile-config parser (CI also compiles the three
-kernels for sm_90, tests/test_compile.py)."""
+are those of the selection switches, the tile-config parser and the BF16 backward's launch order
+with the kernels recorded (CI also compiles the three kernels for sm_90,
+tests/test_compile.py)."""
 
 import pytest
 import torch
@@ -473,6 +474,59 @@ def test_delta_mode_is_checked(monkeypatch):
     _check_setting(monkeypatch, "FLAMIA_DELTA", K.delta_mode, (("kernel", "kernel"),
                                                                ("dq", "dq")),
                    ("DQ", "fused", ""), "FLAMIA_DELTA='.*'; accepted: \\('dq', 'kernel'\\)")
+
+
+class _Recorder:
+    """Stands in for a kernel: records its name at each launch (nothing runs)."""
+
+    def __init__(self, name, launches):
+        self.name, self.launches = name, launches
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.launches.append(self.name)
+
+
+@pytest.mark.parametrize("setting,tiles,want", [
+    ({}, "grid", ["dq persistent", "dkdv persistent"]),
+    ({"FLAMIA_DELTA": "kernel"}, "grid", ["delta", "dkdv persistent", "dq persistent"]),
+    ({}, "doc", ["dq ws", "dkdv ws"]),
+    ({"FLAMIA_GLUON_DQ": "ws", "FLAMIA_GLUON_DKDV": "2,0,ws"}, "grid", ["dq ws", "dkdv ws"]),
+    ({"FLAMIA_DQ": "fused"}, "grid", ["delta", "dkdv plain"]),
+])
+def test_bf16_backward_launch_order(setting, tiles, want, monkeypatch):
+    """The BF16 backward's launches on Hopper, in order (CPU tensors, the capability stubbed,
+    every kernel recorded instead of run). By default the persistent dQ kernel computes delta
+    and runs before the persistent dK/dV kernel, which reads that delta, and there is no delta
+    kernel; FLAMIA_DELTA=kernel is the former order; doc tiles take the warp-specialized
+    kernels; the fused-dQ mode keeps the delta kernel."""
+    from flamia.kernels import attention_hopper as H
+    monkeypatch.setattr(K, "INTERPRET", False)
+    monkeypatch.setattr(K, "cuda_major", lambda device=None: 9)
+    monkeypatch.setattr(H, "cuda_major", lambda device=None: 9)
+    monkeypatch.setattr(H, "sm_count", lambda device: 132)
+    launches = []
+    for name, module, kernel in (
+            ("delta", K, "_attn_bwd_delta_kernel"),
+            ("dq persistent", H, "_attn_bwd_dq_hopper_persistent_kernel"),
+            ("dq ws", H, "_attn_bwd_dq_hopper_ws_kernel"),
+            ("dq plain", H, "_attn_bwd_dq_hopper_kernel"),
+            ("dkdv persistent", H, "_attn_bwd_dkdv_hopper_persistent_kernel"),
+            ("dkdv ws", H, "_attn_bwd_dkdv_hopper_ws_kernel"),
+            ("dkdv plain", H, "_attn_bwd_dkdv_hopper_kernel")):
+        monkeypatch.setattr(module, kernel, _Recorder(name, launches))
+    for env in ("FLAMIA_DELTA", "FLAMIA_GLUON_DQ", "FLAMIA_GLUON_DKDV", "FLAMIA_DQ",
+                "FLAMIA_DQ_KERNEL", "FLAMIA_DKDV_KERNEL"):
+        monkeypatch.delenv(env, raising=False)
+    for env, value in setting.items():
+        monkeypatch.setenv(env, value)
+    monkeypatch.setenv("FLAMIA_TILES", tiles)
+    t, hq, hkv, d = 300, 4, 2, 128
+    q, k, v, o, do = (torch.zeros(t, h, d, dtype=torch.bfloat16) for h in (hq, hkv, hkv, hq, hq))
+    plan = flamia.ops.batch_plan(torch.tensor([0, 100, 257, t], dtype=torch.int32), t, d)
+    lse = torch.zeros(hq, t)
+    K.attention_bwd(do, q, k, v, o, lse, plan.seg_start, plan.seg_end, plan.order_dkdv,
+                    plan.order_dq, d ** -0.5)
+    assert launches == want
 
 
 def _delta_kernel(o, do):
