@@ -58,8 +58,12 @@
 # Run 2026-12-06 (tenth session, H100s only): timeline and d64 (README, Performance: the GPU
 # slows as it heats, hence the alternating rounds of bench.attention), default (its GPU tests
 # pass; its grid ran past the step's 330 s, so grid now gives the grid 450 s and runs first).
-# Next session: bash bench/h200_session.sh grid on an H200 (no H200 has run the
-# persistent default, the short-document forward or the alternating rounds yet).
+# Run 2026-12-06 (eleventh session, H100s only): grid (0856, the tenth session's tree), delta
+# (twice), dqdefault (GPU tests + grid without nvfp4_fp8 and accuracy), dkdvp, dkdvbench,
+# dkdvdefault (README, Performance).
+# Next session: bash bench/h200_session.sh grid on the final tree (persistent dQ with delta and
+# persistent dK/dV as the defaults: no full grid of it yet), on an H200 if one is lent (no H200
+# has run the persistent kernels, the short-document forward or the alternating rounds yet).
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
