@@ -474,6 +474,15 @@ def test_delta_mode_is_checked(monkeypatch):
     _check_setting(monkeypatch, "FLAMIA_DELTA", K.delta_mode, (("kernel", "kernel"),
                                                                ("dq", "dq")),
                    ("DQ", "fused", ""), "FLAMIA_DELTA='.*'; accepted: \\('dq', 'kernel'\\)")
+    # refused by a backward on any machine, not only where the Gluon dQ kernel runs
+    t, h, d = 64, 2, 32
+    x = torch.zeros(t, h, d, dtype=torch.bfloat16)
+    cu = torch.tensor([0, t], dtype=torch.int32)
+    plan = flamia.ops.batch_plan(cu, t, d)
+    with pytest.raises(ValueError, match="FLAMIA_DELTA='fused'"):
+        monkeypatch.setenv("FLAMIA_DELTA", "fused")
+        K.attention_bwd(x, x, x, x, x, torch.zeros(h, t), plan.seg_start, plan.seg_end,
+                        plan.order_dkdv, plan.order_dq, d ** -0.5)
 
 
 class _Recorder:

@@ -1004,8 +1004,8 @@ def delta_mode() -> str:
     (attention_hopper._row_delta), and runs it before the dK/dV kernel, which reads the delta
     it wrote: one pass over dO and one launch fewer per backward. "kernel": the delta kernel,
     then dK/dV, then dQ (the order before). FLAMIA_DELTA, read at every launch. The triton
-    kernels, the fused-dQ mode and the FP8 recipes (whose dO quantizer computes delta) always
-    run the delta (or prep) kernel."""
+    kernels, the fused-dQ mode, the FP8 recipes (whose dO quantizer computes delta) and a
+    non-contiguous O always run the delta (or prep) kernel."""
     mode = os.environ.get("FLAMIA_DELTA", "dq")
     if mode not in DELTA_MODES:
         raise ValueError(f"FLAMIA_DELTA={mode!r}; accepted: {DELTA_MODES}")
@@ -1148,6 +1148,7 @@ def _gluon_dq_takes(q, k, v, do, is_fp8: bool) -> bool:
 
 
 def _gluon_dq(q, k, v, do, lse, delta, seg_start, seg_end, order_dq, softmax_scale, dq, o, doc):
+    """The Gluon dQ kernel into dq; with ``o`` it also computes delta and writes it to delta."""
     from . import attention_hopper
     attention_hopper.attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq,
                                          softmax_scale, dq, seg_end, doc, o=o)
@@ -1201,7 +1202,8 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     doc = doc_tiles(is_fp8)
     gluon_dq = not fused_dq and _gluon_dq_takes(q, k, v, do, is_fp8)
     # The Gluon dQ kernel computes delta itself and runs first (delta_mode): no delta kernel.
-    delta_in_dq = gluon_dq and delta_mode() == "dq" and o.is_contiguous()
+    # (delta_mode first: a bad FLAMIA_DELTA is refused whichever kernels run.)
+    delta_in_dq = delta_mode() == "dq" and gluon_dq and o.is_contiguous()
     grads = [empty(t.shape, dtype=torch.bfloat16, device=q.device) for t in (q, k, v)]
     dq, dk, dv = grads
     # The quantizer's tiles; with its transposed store (prep) they cover T_pad.
