@@ -3123,7 +3123,8 @@ def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkd
     and ``sem`` (int32 [Hq, >= cdiv(T, DKDV_CONFIG[0])], zeroed): also adds dS K (dQ before
     the softmax scale) into dqa, in key-tile order (FLAMIA_DQ=fused; order_dkdv must then be
     ops._ordered_longest_first's). doc_tiles (kernels.attention.doc_tiles): order_dkdv holds
-    the key tiles' first keys; the warp-specialized kernel only."""
+    the key tiles' first keys; the warp-specialized kernel only. Which kernel: dkdv_pipeline
+    and dkdv_persistent (grid tiles: the persistent one by default)."""
     why = supports(q=q, k=k, v=v, do=do)
     if why is not None:
         raise ValueError(why)
