@@ -1925,13 +1925,7 @@ def _dkdv_rows_of(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_b
         # theirs), so the producer may load the next item's; dK and dV go out through their
         # own slots (rows past the last token clipped).
         mbarrier.arrive(kv_empty)
-        tma.store_wait(pendings=0)  # this partition's previous dK/dV stores are out
-        cta_barrier()  # this partition's warps only (a named barrier)
-        dk_smem.store((dk * sm_scale).to(gl.bfloat16))
-        dv_smem.store(dv.to(gl.bfloat16))
-        fence_async_shared()
-        tma_store(dk_desc, [row0, kv_col], dk_smem)
-        tma_store(dv_desc, [row0, kv_col], dv_smem)
+        _store_dk_dv(dk, dv, sm_scale, dk_smem, dv_smem, dk_desc, dv_desc, row0, kv_col, True)
     else:
         # K's and V's tiles hold dK and dV for the TMA stores (rows past the last token
         # clipped). Plain kernel: both warpgroups' MMAs read all of K and V until their last
@@ -1951,14 +1945,21 @@ def _dkdv_rows_of(k_smem, v_smem, kv_bar, q_smem, do_smem, ds_smem, q_bars, do_b
 
 
 @gluon.jit
-def _store_dk_dv(dk, dv, sm_scale, k_smem, v_smem, dk_desc, dv_desc, row0, kv_col):
-    """sm_scale dK and dV in bf16 by TMA stores through K's and V's tiles."""
+def _store_dk_dv(dk, dv, sm_scale, k_smem, v_smem, dk_desc, dv_desc, row0, kv_col,
+                 ASYNC: gl.constexpr = False):
+    """sm_scale dK and dV in bf16 by TMA stores through K's and V's tiles (or any two tiles of
+    their shape). ASYNC (the persistent kernel's own dK/dV slots): not waited for; the wait
+    for this partition's previous stores comes first, as in _store_rows_async."""
+    if ASYNC:
+        tma.store_wait(pendings=0)
+        cta_barrier()  # this partition's warps only (a named barrier)
     k_smem.store((dk * sm_scale).to(gl.bfloat16))
     v_smem.store(dv.to(gl.bfloat16))
     fence_async_shared()
     tma_store(dk_desc, [row0, kv_col], k_smem)
     tma_store(dv_desc, [row0, kv_col], v_smem)
-    tma.store_wait(pendings=0)
+    if not ASYNC:
+        tma.store_wait(pendings=0)
 
 
 @gluon.jit
