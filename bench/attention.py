@@ -476,6 +476,13 @@ def time_provider(fn, q, k, v, do, rounds=1):
     return fwd, both
 
 
+def error_text(e: Exception) -> str:
+    """A provider's failure as a result row records it: the exception's type and the first line
+    of its message (200 characters at most)."""
+    lines = str(e).splitlines()
+    return f"{type(e).__name__}: {lines[0][:200] if lines else ''}"
+
+
 def fwd_bwd_once(fn, q, k, v, do):
     """One fwd+bwd call of a provider, its input gradients cleared first."""
     for t in (q, k, v):
@@ -528,8 +535,9 @@ def kernel_profile(fn, q, k, v, do, iters=5, warm=100) -> dict[str, float]:
 
 class GpuSampler:
     """The GPU's SM clock (MHz) and power (W) sampled every ``interval_ms`` (0: not at all) by
-    nvidia-smi while the block runs (the timed calls): ``rows`` are the [sm MHz, max sm MHz, power W] samples, ``summary``
-    is gpu_summary(rows), or None where nvidia-smi cannot be run or gave no sample."""
+    nvidia-smi while the block runs (the timed calls): ``rows`` are the [sm MHz, max sm MHz,
+    power W] samples, ``summary`` is gpu_summary(rows), or None where nvidia-smi cannot be run
+    or gave no sample."""
 
     def __init__(self, interval_ms: int = 100):
         self.interval_ms = interval_ms
@@ -671,7 +679,7 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
                 else:
                     fns[name] = fn
             except Exception as e:  # a provider that cannot run this workload is reported, not hidden
-                row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                row["error"] = error_text(e)
     samples = {name: [] for name in fns}
     # Python's garbage collector is off while timing (as timeit does, and as torchtitan's trainer
     # runs, collecting every training.gc_freq steps): a full collection walks every object of the
@@ -692,7 +700,7 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
                         with GpuSampler(sample_ms) as gpu:
                             fwd, both = time_provider(fns[name], q, k, v, do, rounds)
                     except Exception as e:
-                        row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                        row["error"] = error_text(e)
                         del fns[name]
                         continue
                 samples[name] += gpu.rows
@@ -704,7 +712,7 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
                     results[name]["host_fwd_bwd_ms"] = host_ms(
                         lambda: fwd_bwd_once(fn, q, k, v, do), torch.cuda.synchronize)
                 except Exception as e:  # timed already: keep its times, say why no host time
-                    results[name]["host_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                    results[name]["host_error"] = error_text(e)
     finally:
         if gc_was_on:
             gc.enable()
