@@ -225,8 +225,9 @@ def compile_launch(fn, args, kwargs):
                           options={"num_warps": bound["num_warps"], "num_stages": 1})
 
 
-class _Recorder:
-    """Stands in for a Gluon kernel: records what a launcher passes (grid, args, kwargs)."""
+class LaunchRecorder:
+    """Stands in for a kernel: records what a launcher passes, (fn, grid, args, kwargs) per
+    launch into ``calls`` (fn: the kernel it stands for, or any label)."""
 
     def __init__(self, fn, calls):
         self.fn, self.calls = fn, calls
@@ -244,7 +245,7 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
 
     calls = []
     kernels = [name for name in dir(H) if name.startswith("_attn_") and name.endswith("_kernel")]
-    patches = [mock.patch.object(H, name, _Recorder(getattr(H, name), calls)) for name in kernels]
+    patches = [mock.patch.object(H, name, LaunchRecorder(getattr(H, name), calls)) for name in kernels]
     patches.append(mock.patch.object(H, "cuda_major", lambda device=None: 9))
     patches.append(mock.patch.object(H, "sm_count", lambda device: 132))
     g = torch.Generator().manual_seed(0)
