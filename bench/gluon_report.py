@@ -245,7 +245,8 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
 
     calls = []
     kernels = [name for name in dir(H) if name.startswith("_attn_") and name.endswith("_kernel")]
-    patches = [mock.patch.object(H, name, LaunchRecorder(getattr(H, name), calls)) for name in kernels]
+    patches = [mock.patch.object(H, name, LaunchRecorder(getattr(H, name), calls))
+               for name in kernels]
     patches.append(mock.patch.object(H, "cuda_major", lambda device=None: 9))
     patches.append(mock.patch.object(H, "sm_count", lambda device: 132))
     g = torch.Generator().manual_seed(0)

@@ -550,9 +550,10 @@ def _delta_kernel(o, do):
 def test_delta_in_the_dq_kernel_is_the_delta_kernel(lengths, hq, hkv, d, mode, tiles, poisoned,
                                                     monkeypatch):
     """FLAMIA_DELTA=dq (the default): the Gluon dQ kernel computes delta from its dO and O tiles
-    (by TMA with Q) with the delta kernel's layout, so every row's delta is the delta kernel's bits (compared
-    directly, every row written: the buffer starts as NaN), and dQ, dK, dV are the same bits as
-    with FLAMIA_DELTA=kernel (the dK/dV kernel then reads the delta the dQ kernel wrote)."""
+    (by TMA with Q) with the delta kernel's layout, so every row's delta is the delta kernel's
+    bits (compared directly, every row written: the buffer starts as NaN), and dQ, dK, dV are
+    the same bits as with FLAMIA_DELTA=kernel (the dK/dV kernel then reads the delta the dQ
+    kernel wrote)."""
     from flamia.kernels import attention_hopper as H
     monkeypatch.setenv("FLAMIA_GLUON_DQ", mode)
     monkeypatch.setenv("FLAMIA_TILES", tiles)

@@ -2137,8 +2137,8 @@ def _attn_bwd_dkdv_hopper_ws_kernel(
 
 # Persistent dK/dV kernel (FLAMIA_GLUON_DKDV=S,0,persistent; written 2026-12-06 in the eleventh
 # session, the default on grid tiles since then, see dkdv_persistent): the warp-specialized
-# dK/dV kernel with one program per SM taking the (kv head, key tile) items from a queue, as the persistent forward and dQ kernels do (see
-# _work_item): the ring of Q/dO (and lse2/delta) tiles runs on across items, a K/V half of the
+# dK/dV kernel with one program per SM taking the (kv head, key tile) items from a queue, as
+# the persistent forward and dQ kernels do (see _work_item): the ring of Q/dO (and lse2/delta) tiles runs on across items, a K/V half of the
 # next item loads once its consumer has waited for its last MMA of the current one, and dK/dV
 # go out through slots of their own meanwhile. Each key row sees the same steps as in the other
 # dK/dV kernels: the same bits (GPU test). Grid tiles only.
