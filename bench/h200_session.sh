@@ -435,6 +435,15 @@ grid)  # 2026-12-06: the full grid with the accuracy table (~216 s on the H200 b
   wait
   tier_report
   ;;
+hostgap)  # 2026-12-06 (twelfth session): where the host shows in the timed fwd+bwd (GPU idle
+         # time before each kernel, bench/host_gaps.py) and the host path layer by layer (~4 min)
+  FLAMIA_AUTOTUNE=8x3,4x3 step "gaps" 200 python -m bench.host_gaps --dists u32_1024 one_doc \
+    --providers flamia-bf16 flamia-mxfp8 cudnn-thd > $OUT/host_gaps.txt 2>&1
+  grep -vE "Warn|warn" $OUT/host_gaps.txt | tail -40
+  FLAMIA_AUTOTUNE=8x3,4x3 step "layers" 120 python -m bench.host_layers --dists u32_1024 \
+    --cprofile "flamia fwd+bwd" > $OUT/host_layers.txt 2>&1
+  grep -vE "Warn|warn" $OUT/host_layers.txt | head -60
+  ;;
 delta)
   tier delta ${TIER_S:-220} tests/test_kernels_hopper.py -k "delta_in_the_dq_kernel" &
   tier modes ${TIER_S:-220} tests/test_kernels_hopper.py -k "warp_specialized_dq or \

@@ -1,4 +1,5 @@
-"""The benchmark harness's own parts that run without a GPU (bench/attention.py)."""
+"""The benchmark harness's own parts that run without a GPU (bench/attention.py,
+bench/host_gaps.py)."""
 
 import os
 import stat
@@ -79,6 +80,20 @@ def test_host_ms_is_the_median_call_time():
     ms = host_ms(lambda: time.sleep(next(delays)), lambda: syncs.append(1), iters=5)
     assert 1.5 <= ms < 20  # the median is the 2 ms call, not a 30-40 ms one
     assert len(syncs) == 6  # before each call and once after the last
+
+
+def test_host_gaps_per_call():
+    """host_gaps.summarize: a call runs from the flush's end to its last kernel's end; a kernel
+    that waited for the host shows the wait as its gap; kernels before the first flush are not
+    a call."""
+    from bench.host_gaps import summarize
+    timeline = [("b", 0, 5),  # before any flush: left out
+                ("flush", 10, 90), ("fwd", 100, 200), ("bwd", 250, 300),
+                ("flush", 300, 380), ("fwd", 380, 500), ("bwd", 510, 540)]
+    span, busy, per = summarize(timeline)
+    assert span == (210 + 160) / 2  # 90 -> 300 and 380 -> 540
+    assert busy == (150 + 150) / 2
+    assert per == {"fwd": ((10 + 0) / 2, (100 + 120) / 2), "bwd": ((50 + 10) / 2, (50 + 30) / 2)}
 
 
 def test_table_shows_round_spread_and_host_time():
