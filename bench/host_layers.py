@@ -13,32 +13,89 @@ still busy with earlier ones, so the host never waits for it):
   op fwd / op bwd               torch.ops.flamia.attention_fwd / attention_bwd (custom-op dispatch)
   flamia fwd                    flamia.attention (validation, plan cache, autograd recording)
   flamia fwd+bwd                flamia.attention and torch.autograd.grad
+
+--cpu: the same paths on CPU tensors with every kernel stubbed (recorded, not run; Hopper faked)
+and the big outputs served from a pool, as CUDA's caching allocator serves them: the host time
+of this project's own Python, without triton's launches, CUDA allocations and fills.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
 import time
+from unittest import mock
 
 import torch
 
 import flamia
-from bench.attention import workload_inputs
+from bench.attention import packed_lengths, workload_inputs
+from bench.gluon_report import LaunchRecorder
+from flamia import interface
+from flamia.kernels import quantize
 from flamia.kernels import attention as K
 from flamia.kernels import attention_hopper as H
 from flamia.ops import cached_batch_plan
 
 
-def host_us(fn, calls=200):
+def host_us(fn, calls=200, sync=torch.cuda.synchronize):
     for _ in range(10):
         fn()
-    torch.cuda.synchronize()
+    sync()
     t0 = time.perf_counter()
     for _ in range(calls):
         fn()
     host = (time.perf_counter() - t0) / calls * 1e6
-    torch.cuda.synchronize()
+    sync()
     return host
+
+
+@contextlib.contextmanager
+def stubbed_hopper():
+    """CPU tensors take the Hopper path: capability faked, every kernel of kernels.attention,
+    attention_hopper and quantize recorded instead of launched (into a list kept short), and
+    kernels.attention's output allocations served from a pool."""
+    launches = []
+    pool = {}
+
+    def pooled(shape, dtype=None, device=None):
+        # as a caching allocator: a pooled tensor that nothing else holds any more, or a new one
+        tensors = pool.setdefault((tuple(shape), dtype), [])
+        for t in tensors:
+            if sys.getrefcount(t) == 3:  # the pool's list, the loop variable, the argument
+                return t
+        tensors.append(torch.empty(shape, dtype=dtype, device=device))
+        return tensors[-1]
+
+    class Recorder(LaunchRecorder):
+        def __getitem__(self, grid):
+            del launches[:-8]
+            return super().__getitem__(grid)
+
+    patches = [mock.patch.object(K, "cuda_major", lambda device=None: 9),
+               mock.patch.object(H, "cuda_major", lambda device=None: 9),
+               mock.patch.object(H, "sm_count", lambda device: 132),
+               mock.patch.object(interface, "_triton_available", lambda device: True),
+               mock.patch.object(K, "empty", pooled)]
+    for module in (K, H, quantize):
+        patches += [mock.patch.object(module, name, Recorder(name, launches))
+                    for name in dir(module) if name.startswith("_") and name.endswith("_kernel")]
+    with contextlib.ExitStack() as stack:
+        for p in patches:
+            stack.enter_context(p)
+        yield
+
+
+def cpu_inputs(dist, rows, L, hq, hkv, d, seed=0):
+    """workload_inputs on CPU tensors (zeros: the kernels are stubbed)."""
+    lengths = packed_lengths(dist, rows, L, seed)
+    total = rows * L
+    mk = lambda h: torch.zeros(total, h, d, dtype=torch.bfloat16)
+    q, k, v, do = mk(hq).requires_grad_(), mk(hkv).requires_grad_(), mk(hkv).requires_grad_(), mk(hq)
+    cu = torch.zeros(len(lengths) + 1, dtype=torch.int32)
+    cu[1:] = torch.cumsum(torch.tensor(lengths), 0)
+    return lengths, q, k, v, do, cu
 
 
 def main(argv=None):
@@ -48,13 +105,24 @@ def main(argv=None):
                     help="paths to cProfile (100 calls each, top functions by own time)")
     ap.add_argument("--trace", action="store_true",
                     help="also torch.profiler's host-side events of 10 flamia fwd+bwd calls")
+    ap.add_argument("--cpu", action="store_true",
+                    help="CPU tensors, kernels stubbed, outputs pooled: this project's Python only")
     args = ap.parse_args(argv)
-    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-          f"{time.strftime('%Y-%m-%d %H:%M')}")
+    if args.cpu and args.trace:
+        ap.error("--trace needs the GPU (its CUDA events); leave out --cpu or --trace")
+    with stubbed_hopper() if args.cpu else contextlib.nullcontext():
+        run(args)
+
+
+def run(args):
+    device = "CPU, kernels stubbed" if args.cpu else torch.cuda.get_device_name()
+    sync = (lambda: None) if args.cpu else torch.cuda.synchronize
+    print(f"# {device}, torch {torch.__version__}, {time.strftime('%Y-%m-%d %H:%M')}")
     print("| workload | path | host us per call |")
     print("|---|---|---:|")
     for dist in args.dists:
-        lengths, q, k, v, do, cu = workload_inputs(dist, 4, 8192, 16, 16, 128)
+        inputs = cpu_inputs if args.cpu else workload_inputs
+        lengths, q, k, v, do, cu = inputs(dist, 4, 8192, 16, 16, 128)
         total, hq, d = q.shape
         scale = d ** -0.5
         qd, kd, vd = q.detach(), k.detach(), v.detach()
@@ -92,7 +160,7 @@ def main(argv=None):
             "flamia fwd+bwd": model_step,
         }
         for name, fn in paths.items():
-            print(f"| {dist} | {name} | {host_us(fn):.0f} |", flush=True)
+            print(f"| {dist} | {name} | {host_us(fn, sync=sync):.0f} |", flush=True)
         for name in args.cprofile:
             import cProfile
             import io
@@ -100,7 +168,7 @@ def main(argv=None):
             with cProfile.Profile() as prof:
                 for _ in range(100):
                     paths[name]()
-            torch.cuda.synchronize()
+            sync()
             out = io.StringIO()
             pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(22)
             print(f"### cProfile of {name}, 100 calls")
