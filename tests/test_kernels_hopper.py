@@ -87,6 +87,7 @@ def test_cuda_major_is_the_capability_major(monkeypatch):
     from flamia import kernels
 
     kernels._capability.cache_clear()
+    kernels._cuda_available.cache_clear()
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (9, 0))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
@@ -95,9 +96,11 @@ def test_cuda_major_is_the_capability_major(monkeypatch):
         assert kernels.cuda_major(torch.device("cuda", 0)) == 9
         assert kernels.cuda_major(torch.device("cpu")) == 0
         monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        kernels._cuda_available.cache_clear()
         assert kernels.cuda_major() == 0
     finally:
         kernels._capability.cache_clear()
+        kernels._cuda_available.cache_clear()
 
 
 def test_gluon_kernel_refusal(monkeypatch):
