@@ -438,8 +438,9 @@ grid)  # 2026-12-06: the full grid with the accuracy table (~216 s on the H200 b
 final12)  # 2026-12-06 (twelfth session, last ~350 s of device time): the final tree (cuda_major
          # caches CUDA's availability): U(32, 1024) and lognormal 1k in 6 alternating rounds
          # against cuDNN THD, then the API GPU tests and the default kernels' leak rows
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" 170 python -m bench.attention --quick --rounds 6 \
-    --dists u32_1024 lognormal_1k --providers flamia-bf16 cudnn-thd --out $OUT > $OUT/bench.log 2>&1
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-170} python -m bench.attention --quick \
+    --rounds ${ROUNDS:-6} --dists ${DISTS:-u32_1024 lognormal_1k} --providers flamia-bf16 \
+    cudnn-thd --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |Error" $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2,6-9,13-17 | tail -8
   tier api ${TIER_S:-120} tests/test_api.py &
   tier leak ${TIER_S:-120} tests/test_kernels_hopper.py -k "do_not_leak and persistent" &
