@@ -1231,9 +1231,6 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     if fused_dq:  # fp32 dQ accumulator and one counter per (query head, query tile)
         dqa = torch.zeros((total, hq, d), dtype=torch.float32, device=q.device)
         sem = torch.zeros((hq, triton.cdiv(total, bm)), dtype=torch.int32, device=q.device)
-    else:  # unused; own tensors, as the autotuner zeroes them (reset_to_zero) between runs
-        dqa = torch.empty((1, 1, 1), dtype=torch.float32, device=q.device)
-        sem = torch.empty((1, 1), dtype=torch.int32, device=q.device)
     gluon_dkdv = False
     if is_fp8 and dkdv_kernel(True) == "gluon":  # only when asked for, so no fallback
         from . import attention_hopper
@@ -1255,6 +1252,12 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             attention_hopper.attention_dkdv_hopper(
                 q, k, v, do, lse, delta, seg_start, seg_end, order_dkdv, softmax_scale, dk, dv,
                 *((dqa, sem) if fused_dq else (None, None)), doc_tiles=doc)
+    if not gluon_dkdv and not fused_dq:
+        # unused by the triton dK/dV kernel; own tensors, as the autotuner zeroes them
+        # (reset_to_zero) between runs (allocated here only: two allocations of host time that
+        # the Gluon path does not need)
+        dqa = torch.empty((1, 1, 1), dtype=torch.float32, device=q.device)
+        sem = torch.empty((1, 1), dtype=torch.int32, device=q.device)
     for part in () if gluon_dkdv else dkdv_parts(is_fp8):
         _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
             q, k, v, do_in, qt, dot, qrow, skv, lse, delta, dk, dv, dqa, sem, seg_start,
