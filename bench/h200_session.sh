@@ -61,9 +61,12 @@
 # Run 2026-12-06 (eleventh session, H100s only): grid (0856, the tenth session's tree), delta
 # (twice), dqdefault (GPU tests + grid without nvfp4_fp8 and accuracy), dkdvp, dkdvbench,
 # dkdvdefault (README, Performance).
-# Next session: bash bench/h200_session.sh grid on the final tree (persistent dQ with delta and
-# persistent dK/dV as the defaults: no full grid of it yet), on an H200 if one is lent (no H200
-# has run the persistent kernels, the short-document forward or the alternating rounds yet).
+# Run 2026-12-06 (twelfth session, H100s only): grid (1130, the full grid of c3816e4: persistent
+# dQ with delta and persistent dK/dV as the defaults) and hostgap (README, Performance); then no
+# device could be started, so final12 (written for the final tree) has not run.
+# Next session: bash bench/h200_session.sh final12 (the host-path changes' GPU tests), then grid
+# on an H200 if one is lent (no H200 has run the persistent kernels, the short-document forward
+# or the alternating rounds yet).
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
