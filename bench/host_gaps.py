@@ -10,8 +10,8 @@ sum to less than a baseline's can still time slower if its gaps make up the diff
     PYTHONPATH=$PWD python -m bench.host_gaps [--dists u32_1024] [--providers flamia-bf16 ...]
 
 Prints, per provider: the call's span on the GPU (the flush's end, where do_bench's start event
-lies, to the last kernel's end), its kernels' sum, and per kernel name the median gap before it and its median
-duration (microseconds).
+lies, to the last kernel's end), its kernels' sum, and per kernel name the median gap before it
+and its median duration (microseconds).
 """
 
 from __future__ import annotations

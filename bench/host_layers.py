@@ -92,7 +92,8 @@ def cpu_inputs(dist, rows, L, hq, hkv, d, seed=0):
     lengths = packed_lengths(dist, rows, L, seed)
     total = rows * L
     mk = lambda h: torch.zeros(total, h, d, dtype=torch.bfloat16)
-    q, k, v, do = mk(hq).requires_grad_(), mk(hkv).requires_grad_(), mk(hkv).requires_grad_(), mk(hq)
+    q, k, v = mk(hq).requires_grad_(), mk(hkv).requires_grad_(), mk(hkv).requires_grad_()
+    do = mk(hq)
     cu = torch.zeros(len(lengths) + 1, dtype=torch.int32)
     cu[1:] = torch.cumsum(torch.tensor(lengths), 0)
     return lengths, q, k, v, do, cu
