@@ -54,8 +54,9 @@ def host_us(fn, calls=200, sync=torch.cuda.synchronize):
 @contextlib.contextmanager
 def stubbed_hopper():
     """CPU tensors take the Hopper path: capability faked, every kernel of kernels.attention,
-    attention_hopper and quantize recorded instead of launched (into a list kept short), and
-    kernels.attention's output allocations served from a pool."""
+    attention_hopper and quantize recorded instead of launched, and kernels.attention's output
+    allocations served from a pool. Yields the recorded launches, (kernel name, grid, args,
+    kwargs), the last 8 or fewer."""
     launches = []
     pool = {}
 
@@ -73,7 +74,8 @@ def stubbed_hopper():
             del launches[:-8]
             return super().__getitem__(grid)
 
-    patches = [mock.patch.object(K, "cuda_major", lambda device=None: 9),
+    patches = [mock.patch.object(K, "INTERPRET", False),  # the interpreter tier sets it
+               mock.patch.object(K, "cuda_major", lambda device=None: 9),
                mock.patch.object(H, "cuda_major", lambda device=None: 9),
                mock.patch.object(H, "sm_count", lambda device: 132),
                mock.patch.object(interface, "_triton_available", lambda device: True),
@@ -84,7 +86,7 @@ def stubbed_hopper():
     with contextlib.ExitStack() as stack:
         for p in patches:
             stack.enter_context(p)
-        yield
+        yield launches
 
 
 def cpu_inputs(dist, rows, L, hq, hkv, d, seed=0):

@@ -1,5 +1,5 @@
 """The benchmark harness's own parts that run without a GPU (bench/attention.py,
-bench/host_gaps.py)."""
+bench/host_gaps.py, bench/host_layers.py)."""
 
 import os
 import stat
@@ -94,6 +94,28 @@ def test_host_gaps_per_call():
     assert span == (210 + 160) / 2  # 90 -> 300 and 380 -> 540
     assert busy == (150 + 150) / 2
     assert per == {"fwd": ((10 + 0) / 2, (100 + 120) / 2), "bwd": ((50 + 10) / 2, (50 + 30) / 2)}
+
+
+def test_host_layers_cpu_takes_the_hopper_path(capsys):
+    """host_layers --cpu: a BF16 fwd+bwd under its stub launches the default Hopper kernels
+    (else its host times would be of another path), and the tool prints every path's time."""
+    import flamia
+    from bench.host_layers import cpu_inputs, main, stubbed_hopper
+
+    with stubbed_hopper() as launches:
+        lengths, q, k, v, do, cu = cpu_inputs("u32_1024", 1, 2048, 2, 2, 128)
+        out = flamia.attention(q, k, v, cu, max(lengths), recipe="bf16", impl="triton")
+        torch.autograd.grad(out, (q, k, v), do)
+    assert [name for name, *_ in launches] == [
+        "_attn_fwd_hopper_persistent_kernel", "_attn_bwd_dq_hopper_persistent_kernel",
+        "_attn_bwd_dkdv_hopper_persistent_kernel"]
+    main(["--cpu"])
+    rows = [line.split("|") for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| u32_1024 |")]
+    assert [r[2].strip() for r in rows] == [
+        "launch fwd", "launch dq", "launch dkdv", "kernels fwd", "kernels bwd", "op fwd",
+        "op bwd", "flamia fwd", "flamia fwd+bwd"]
+    assert all(float(r[3]) > 0 for r in rows)
 
 
 def test_table_shows_round_spread_and_host_time():
