@@ -1252,24 +1252,25 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             attention_hopper.attention_dkdv_hopper(
                 q, k, v, do, lse, delta, seg_start, seg_end, order_dkdv, softmax_scale, dk, dv,
                 *((dqa, sem) if fused_dq else (None, None)), doc_tiles=doc)
-    if not gluon_dkdv and not fused_dq:
-        # unused by the triton dK/dV kernel; own tensors, as the autotuner zeroes them
-        # (reset_to_zero) between runs (allocated here only: two allocations of host time that
-        # the Gluon path does not need)
-        dqa = torch.empty((1, 1, 1), dtype=torch.float32, device=q.device)
-        sem = torch.empty((1, 1), dtype=torch.int32, device=q.device)
-    for part in () if gluon_dkdv else dkdv_parts(is_fp8):
-        _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
-            q, k, v, do_in, qt, dot, qrow, skv, lse, delta, dk, dv, dqa, sem, seg_start,
-            seg_end, order_dkdv,
-            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-            do_in.stride(0), do_in.stride(1), *tcopy(qt), *tcopy(dot), qrow.stride(0),
-            s_strides[1], dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1), lse.stride(0),
-            dqa.stride(0), dqa.stride(1), sem.stride(0), total, qk_scale, softmax_scale,
-            H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8,
-            QK_BF16=qk_bf16, FP8_MMA=fp8_mma, PART=part, DQ_FUSED=fused_dq,
-            DOC_TILES=doc,
-        )
+    if not gluon_dkdv:
+        if not fused_dq:
+            # unused by the triton dK/dV kernel; own tensors, as the autotuner zeroes them
+            # (reset_to_zero) between runs (allocated here only: two allocations of host time
+            # that the Gluon path does not need)
+            dqa = torch.empty((1, 1, 1), dtype=torch.float32, device=q.device)
+            sem = torch.empty((1, 1), dtype=torch.int32, device=q.device)
+        for part in dkdv_parts(is_fp8):
+            _attn_bwd_dkdv_kernel[(hkv, order_dkdv.numel())](
+                q, k, v, do_in, qt, dot, qrow, skv, lse, delta, dk, dv, dqa, sem, seg_start,
+                seg_end, order_dkdv,
+                q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+                do_in.stride(0), do_in.stride(1), *tcopy(qt), *tcopy(dot), qrow.stride(0),
+                s_strides[1], dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
+                lse.stride(0), dqa.stride(0), dqa.stride(1), sem.stride(0), total, qk_scale,
+                softmax_scale, H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn,
+                IS_FP8=is_fp8, QK_BF16=qk_bf16, FP8_MMA=fp8_mma, PART=part, DQ_FUSED=fused_dq,
+                DOC_TILES=doc,
+            )
     if fused_dq:
         # The dQ kernel's last step, on the accumulated sum: scale in fp32, round to bf16.
         dq.copy_(dqa.mul_(softmax_scale))
