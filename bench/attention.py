@@ -341,6 +341,8 @@ PROVIDERS = {
     "flamia-bf16 (doc tiles)": prep_flamia,
     "flamia-bf16 (LPT order)": prep_flamia,
     "flamia-bf16 (A/A control)": prep_flamia,
+    "flamia-bf16 (cached launch)": prep_flamia,
+    "flamia-bf16 (triton launch)": prep_flamia,
     "flamia-mxfp8": prep_flamia_mxfp8,
     "flamia-mxfp8 (Gluon dK/dV)": prep_flamia_mxfp8,
     "flamia-mxfp8 (LPT order)": prep_flamia_mxfp8,
@@ -388,7 +390,11 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 "flamia-bf16 (ws dK/dV)": {"FLAMIA_GLUON_DKDV": "2,0,ws"},
                 # flamia-bf16 again, timed as another provider: the difference between the two
                 # rows is the timing's noise (a GPU that throttles under load: H100, 2026-12-06)
-                "flamia-bf16 (A/A control)": {}}
+                "flamia-bf16 (A/A control)": {},
+                # the Gluon kernels launched through their compiled kernels' launchers
+                # (flamia/kernels/launch.py) and through triton's JIT launch
+                "flamia-bf16 (cached launch)": {"FLAMIA_LAUNCH": "cached"},
+                "flamia-bf16 (triton launch)": {"FLAMIA_LAUNCH": "jit"}}
 
 
 def provider_env(name: str):

@@ -450,6 +450,25 @@ final12)  # 2026-12-06 (twelfth session, last ~350 s of device time): the final 
   wait
   tier_report
   ;;
+launch)  # 2026-12-06 (thirteenth session): the cached launch (FLAMIA_LAUNCH=cached,
+        # flamia/kernels/launch.py): its GPU tests (bits of triton's launch) beside the API tests
+        # and the default kernels' leak rows, then host time per layer with each launch, then
+        # U(32, 1024) and lognormal 1k in 6 alternating rounds (~8 min)
+  tier launch ${TIER_S:-200} tests/test_launch.py &
+  tier api ${TIER_S:-200} tests/test_api.py &
+  tier leak ${TIER_S:-200} tests/test_kernels_hopper.py -k "do_not_leak and persistent" &
+  wait
+  tier_report
+  for mode in jit cached; do
+    FLAMIA_LAUNCH=$mode FLAMIA_AUTOTUNE=8x3,4x3 step "layers $mode" 80 python -m bench.host_layers \
+      --dists u32_1024 > $OUT/host_layers_$mode.txt 2>&1
+    grep -E "^\| u32" $OUT/host_layers_$mode.txt
+  done
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-200} python -m bench.attention --quick \
+    --rounds ${ROUNDS:-6} --dists ${DISTS:-u32_1024 lognormal_1k} --providers flamia-bf16 \
+    "flamia-bf16 (cached launch)" cudnn-thd --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |Error" $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2,6-9,13-17 | tail -12
+  ;;
 hostgap)  # 2026-12-06 (twelfth session): where the host shows in the timed fwd+bwd (GPU idle
          # time before each kernel, bench/host_gaps.py) and the host path layer by layer (~4 min)
   FLAMIA_AUTOTUNE=8x3,4x3 step "gaps" 200 python -m bench.host_gaps --dists u32_1024 one_doc \

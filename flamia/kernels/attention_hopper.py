@@ -109,6 +109,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from . import cuda_major, sm_count
+from .launch import launch
 from .quantize import e8m0_exponent, pow2
 
 # Renamed after triton 3.6 (the H200 image's); CI's triton 3.9 compiles this module too.
@@ -2994,7 +2995,7 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse, s
                              "more exceed the shared memory)")
         half, n_work = block_m // 2, hq * order_fwd.numel()
         programs = min(n_work, sm_count(q.device))
-        _attn_fwd_hopper_persistent_kernel[(programs, )](
+        launch(_attn_fwd_hopper_persistent_kernel, (programs, ),
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
             _rows_view(o, half), o, lse, seg_start, order_fwd, _work_queue(programs, q.device),
             lse.stride(0), total,
@@ -3004,14 +3005,14 @@ def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse, s
         return o, lse
     if mode:
         half = block_m // 2
-        _attn_fwd_hopper_ws_kernel[grid](
+        launch(_attn_fwd_hopper_ws_kernel, grid,
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
             _rows_view(o, half), o, lse, seg_start, seg_end, order_fwd, lse.stride(0), total,
             softmax_scale * LOG2E, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_N=block_n,
             STAGES=stages, PINGPONG=mode == "pingpong", CONSUMER_REGS=WS_CONSUMER_REGS,
             PRODUCER_REGS=WS_PRODUCER_REGS, DOC_TILES=doc_tiles, num_warps=4)
         return o, lse
-    _attn_fwd_hopper_kernel[grid](
+    launch(_attn_fwd_hopper_kernel, grid,
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
         _rows_view(o, block_m), o, lse, seg_start, seg_end, order_fwd, lse.stride(0), total,
         softmax_scale * LOG2E, H_Q=hq, H_KV=k.shape[1], HEAD_DIM=d, BLOCK_M=block_m,
@@ -3053,7 +3054,7 @@ def attention_fwd8_hopper(q8, k8, vt8, sq, skv, seg_start, order_fwd, softmax_sc
     block_m, block_n, _, stages = FWD8_CONFIG
     mode = fwd8_mode()
     half = block_m // 2
-    _attn_fwd8_hopper_ws_kernel[(hq, order_fwd.numel())](
+    launch(_attn_fwd8_hopper_ws_kernel, (hq, order_fwd.numel()),
         _rows_view(q8, half), _rows_view(k8, block_n), _token_major_view(vt8, block_n),
         _rows_view(o, half), sq, skv, lse, seg_start, order_fwd, sq.stride(0), skv.stride(0),
         lse.stride(0), total, softmax_scale * LOG2E, H_Q=hq, H_KV=hkv, HEAD_DIM=d,
@@ -3089,7 +3090,7 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
                              "tiles only; unset FLAMIA_TILES=doc or choose another dQ kernel")
         half, n_work = block_m // 2, hq * order_dq.numel()
         programs = min(n_work, sm_count(q.device))
-        _attn_bwd_dq_hopper_persistent_kernel[(programs, )](
+        launch(_attn_bwd_dq_hopper_persistent_kernel, (programs, ),
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
             _rows_view(do, half), _rows_view(dq, half), o_desc, dq, lse, delta, seg_start,
             order_dq, _work_queue(programs, q.device), lse.stride(0), total,
@@ -3099,7 +3100,7 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
         return dq
     if mode == "ws":
         half = block_m // 2
-        _attn_bwd_dq_hopper_ws_kernel[(hq, order_dq.numel())](
+        launch(_attn_bwd_dq_hopper_ws_kernel, (hq, order_dq.numel()),
             _rows_view(q, half), _rows_view(k, block_n), _rows_view(v, block_n),
             _rows_view(do, half), _rows_view(dq, half), o_desc, dq, lse, delta, seg_start,
             seg_end, order_dq, lse.stride(0), total, softmax_scale * LOG2E, softmax_scale,
@@ -3107,7 +3108,7 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
             CONSUMER_REGS=DQ_WS_CONSUMER_REGS, PRODUCER_REGS=DQ_WS_PRODUCER_REGS,
             DOC_TILES=doc_tiles, FUSE_DELTA=fuse_delta, num_warps=4)
         return dq
-    _attn_bwd_dq_hopper_kernel[(hq, order_dq.numel())](
+    launch(_attn_bwd_dq_hopper_kernel, (hq, order_dq.numel()),
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
         _rows_view(do, block_m), _rows_view(dq, block_m), o_desc, dq, lse, delta, seg_start,
         seg_end, order_dq, lse.stride(0), total, softmax_scale * LOG2E, softmax_scale, H_Q=hq,
@@ -3153,7 +3154,7 @@ def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkd
                                  "dK/dV kernel")
             n_work = k.shape[1] * order_dkdv.numel()
             programs = min(n_work, sm_count(q.device))
-            _attn_bwd_dkdv_hopper_persistent_kernel[(programs, )](
+            launch(_attn_bwd_dkdv_hopper_persistent_kernel, (programs, ),
                 _rows_view(q, block_m), _rows_view(k, half), _rows_view(v, half),
                 _rows_view(do, block_m), _rows_view(dk, half), _rows_view(dv, half), lse, delta,
                 *lse_descs, seg_end, order_dkdv, seg_start, _work_queue(programs, q.device),
@@ -3162,7 +3163,7 @@ def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkd
                 CONSUMER_REGS=DKDV_WS_CONSUMER_REGS, PRODUCER_REGS=DKDV_WS_PRODUCER_REGS,
                 num_warps=4)
             return dk, dv
-        _attn_bwd_dkdv_hopper_ws_kernel[(k.shape[1], order_dkdv.numel())](
+        launch(_attn_bwd_dkdv_hopper_ws_kernel, (k.shape[1], order_dkdv.numel()),
             _rows_view(q, block_m), _rows_view(k, half), _rows_view(v, half),
             _rows_view(do, block_m), _rows_view(dk, half), _rows_view(dv, half), dk, dv, lse,
             delta, *lse_descs, seg_end, order_dkdv, seg_start, lse.stride(0), total,
@@ -3175,7 +3176,7 @@ def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkd
         assert sem.dim() == 2 and sem.shape[1] >= -(-total // block_m) and sem.is_contiguous()
     else:
         dqa, sem = lse, seg_end  # unused
-    _attn_bwd_dkdv_hopper_kernel[(k.shape[1], order_dkdv.numel())](
+    launch(_attn_bwd_dkdv_hopper_kernel, (k.shape[1], order_dkdv.numel()),
         _rows_view(q, block_m), _rows_view(k, block_n), _rows_view(v, block_n),
         _rows_view(do, block_m), _rows_view(dk, block_n), _rows_view(dv, block_n), lse, delta,
         seg_end, order_dkdv, dqa, sem, seg_start, sem.stride(0), lse.stride(0), total,
@@ -3215,7 +3216,7 @@ def attention_dkdv8_hopper(q8, k8, v8, do8, qt, dot, qrow, skv, seg_end, order_d
     assert skv.shape == (hkv, total, 2) and skv.is_contiguous(), "skv: contiguous [Hkv, T, 2]"
     block_m, block_n, _ = DKDV8_CONFIG
     stages, schedule = dkdv8_setting()
-    _attn_bwd_dkdv8_hopper_ws_kernel[(hkv, order_dkdv.numel())](
+    launch(_attn_bwd_dkdv8_hopper_ws_kernel, (hkv, order_dkdv.numel()),
         _rows_view(q8, block_m), _rows_view(k8, block_n), _rows_view(v8, block_n),
         _rows_view(do8, block_m), _token_major_view(qt, block_m), _token_major_view(dot, block_m),
         _query_rows_view(qrow, block_m), dk, dv, skv, seg_end, order_dkdv, skv.stride(0), total,
