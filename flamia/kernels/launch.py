@@ -17,7 +17,7 @@ triton would have picked that same kernel:
 - tensors: dtype and whether the address is 16-byte aligned;
 - integers: whether equal to 1, divisible by 16, within int32, at least 2**63 (bool by value);
 - floats: one kind (fp32); None: None;
-- TensorDescriptors: dtype, block shape, layout and padding (the launcher encodes the TMA
+- TensorDescriptors: dtype, block shape, layout, padding (and TF32 rounding) (the launcher encodes the TMA
   descriptor from the base, shape and strides at every launch, as triton does);
 - every keyword argument (constexprs, num_warps, ...) by value; the device.
 
@@ -67,7 +67,8 @@ def _signature(arg):
     if arg is None:
         return None
     if _is_descriptor(arg):
-        return arg.base.dtype, tuple(arg.block_shape), arg.layout, arg.padding
+        return (arg.base.dtype, tuple(arg.block_shape), arg.layout, arg.padding,
+                getattr(arg, "round_f32_to_tf32", False))  # a field since triton 3.7 or so
     raise _Unsigned(type(arg).__name__)
 
 
