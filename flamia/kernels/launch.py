@@ -42,6 +42,7 @@ DEFAULT_LAUNCH = "jit"
 # (id(kernel), device, argument signature, keyword arguments) -> (compiled kernel, the values of
 # the parameters after the positional ones, in order: the launcher takes every parameter)
 _compiled: dict = {}
+cached_launches = 0  # launches sent straight to a compiled kernel's launcher, for the tests
 
 
 def launch_mode() -> str:
@@ -79,8 +80,12 @@ def _is_descriptor(arg) -> bool:
 
 def _hooks_set() -> bool:
     from triton import knobs
-    return (knobs.runtime.launch_enter_hook is not None
-            or knobs.runtime.launch_exit_hook is not None)
+    return _hook_set(knobs.runtime.launch_enter_hook) or _hook_set(knobs.runtime.launch_exit_hook)
+
+
+def _hook_set(hook) -> bool:
+    # triton 3.6: a HookChain, set when it holds calls (never None); earlier: a function or None
+    return bool(hook.calls) if hasattr(hook, "calls") else hook is not None
 
 
 def _current_stream(device: int) -> int:
@@ -112,6 +117,8 @@ def launch(kernel, grid: tuple[int, ...], *args, **kwargs):
         _compiled[key] = compiled, tail
         return compiled
     compiled, tail = hit
+    global cached_launches
+    cached_launches += 1
     grid = tuple(grid) + (1, ) * (3 - len(grid))
     compiled.run(grid[0], grid[1], grid[2], _current_stream(device), compiled.function,
                  compiled.packed_metadata, None, None, None, *args, *tail)
