@@ -122,7 +122,7 @@ def test_cached_launch_passes_every_parameter(monkeypatch):
     L.launch(kernel, (5, ), x, 100, BLOCK=64)
     assert len(kernel.compiles) == 7 and len(kernel.launches) == 2
     monkeypatch.setenv("FLAMIA_LAUNCH", "fast")
-    with pytest.raises(ValueError, match="FLAMIA_LAUNCH='fast'; accepted: jit, cached"):
+    with pytest.raises(ValueError, match="FLAMIA_LAUNCH='fast'; accepted: cached, jit"):
         L.launch(kernel, (5, ), x, 100, BLOCK=64)
 
 
