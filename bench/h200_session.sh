@@ -450,6 +450,13 @@ final12)  # 2026-12-06 (twelfth session, last ~350 s of device time): the final 
   wait
   tier_report
   ;;
+bf16grid)  # 2026-12-06 (thirteenth session, ~600 s of device time left): every workload of the
+          # grid, the BF16 providers only (flex left out: never the fastest baseline, and its
+          # compiles take minutes), 4 alternating rounds, no accuracy table or profile (~6 min)
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-380} python -m bench.attention --providers \
+    flamia-bf16 cudnn-thd cudnn-dense varlen --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |Error" $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2-6,9,13,15,16
+  ;;
 launch)  # 2026-12-06 (thirteenth session): the cached launch (FLAMIA_LAUNCH=cached,
         # flamia/kernels/launch.py): its GPU tests (bits of triton's launch) beside the API tests
         # and the default kernels' leak rows, then host time per layer with each launch, then
