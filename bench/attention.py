@@ -392,7 +392,8 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 # rows is the timing's noise (a GPU that throttles under load: H100, 2026-12-06)
                 "flamia-bf16 (A/A control)": {},
                 # the Gluon kernels launched through their compiled kernels' launchers
-                # (flamia/kernels/launch.py) and through triton's JIT launch
+                # (flamia/kernels/launch.py; the default since 2026-12-06, thirteenth session)
+                # and through triton's JIT launch (the default before)
                 "flamia-bf16 (cached launch)": {"FLAMIA_LAUNCH": "cached"},
                 "flamia-bf16 (triton launch)": {"FLAMIA_LAUNCH": "jit"}}
 

@@ -33,7 +33,7 @@ import flamia
 from bench.attention import packed_lengths, workload_inputs
 from bench.gluon_report import LaunchRecorder
 from flamia import interface
-from flamia.kernels import quantize
+from flamia.kernels import launch, quantize
 from flamia.kernels import attention as K
 from flamia.kernels import attention_hopper as H
 from flamia.ops import cached_batch_plan
@@ -164,6 +164,9 @@ def run(args):
         }
         for name, fn in paths.items():
             print(f"| {dist} | {name} | {host_us(fn, sync=sync):.0f} |", flush=True)
+        # which launch ran: a cached launch that silently fell back to triton's looks the same
+        print(f"# FLAMIA_LAUNCH={launch.launch_mode()}: {launch.cached_launches} launches went "
+              "straight to a compiled kernel's launcher")
         for name in args.cprofile:
             import cProfile
             import io
