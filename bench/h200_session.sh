@@ -67,6 +67,10 @@
 # Next session: bash bench/h200_session.sh final12 (the host-path changes' GPU tests), then grid
 # on an H200 if one is lent (no H200 has run the persistent kernels, the short-document forward
 # or the alternating rounds yet).
+# Run 2026-12-06 (thirteenth session, H100s only): launch (twice: the first found the cached
+# launch never taken; fixed, then its GPU tests passed and it was timed); bf16grid written but
+# not run (no device could be started). Next session: grid on the final tree (the cached launch
+# as the default), on an H200 if one is lent.
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
