@@ -113,6 +113,8 @@ def launch(kernel, grid: tuple[int, ...], *args, **kwargs):
         compiled = kernel[grid](*args, **kwargs)
         if hasattr(compiled, "result"):  # compiled asynchronously
             compiled = compiled.result()
+        if not all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata")):
+            return compiled  # another triton's compiled kernel: its launches stay with triton
         params = kernel.params
         missing = [p.name for p in params[len(args):] if p.name not in kwargs and not p.has_default]
         if missing:  # triton's launch raised already; kept as an invariant
