@@ -70,7 +70,7 @@
 # Run 2026-12-06 (thirteenth session, H100s only): launch (twice: the first found the cached
 # launch never taken; fixed, then its GPU tests passed and it was timed); bf16grid written but
 # not run (no device could be started). Next session: grid on the final tree (the cached launch
-# as the default), on an H200 if one is lent.
+# as the default), on an H200 if one is lent; hostab (the launch A/B in one process).
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
@@ -453,6 +453,13 @@ final12)  # 2026-12-06 (twelfth session, last ~350 s of device time): the final 
   tier leak ${TIER_S:-120} tests/test_kernels_hopper.py -k "do_not_leak and persistent" &
   wait
   tier_report
+  ;;
+hostab)  # written 2026-12-06 (thirteenth session) after its device time ran out: host time of
+        # a BF16 fwd+bwd with triton's launch and the cached launch in alternating rounds of one
+        # process (two processes differed by as much as the change), U(32, 1024) and one document
+  FLAMIA_AUTOTUNE=8x3,4x3 step "ab" 150 python -m bench.host_layers --dists u32_1024 one_doc \
+    --ab FLAMIA_LAUNCH=jit,cached > $OUT/host_layers_ab.txt 2>&1
+  grep -E "^\| |^#" $OUT/host_layers_ab.txt
   ;;
 bf16grid)  # 2026-12-06 (thirteenth session, ~600 s of device time left): every workload of the
           # grid, the BF16 providers only (flex left out: never the fastest baseline, and its

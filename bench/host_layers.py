@@ -14,6 +14,9 @@ still busy with earlier ones, so the host never waits for it):
   flamia fwd                    flamia.attention (validation, plan cache, autograd recording)
   flamia fwd+bwd                flamia.attention and torch.autograd.grad
 
+--ab ENV=A,B: flamia fwd+bwd under each value of ENV in alternating rounds of one process,
+median per value (e.g. --ab FLAMIA_LAUNCH=jit,cached).
+
 --cpu: the same paths on CPU tensors with every kernel stubbed (recorded, not run; Hopper faked)
 and the big outputs served from a pool, as CUDA's caching allocator serves them: the host time
 of this project's own Python, without triton's launches, CUDA allocations and fills.
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import statistics
 import sys
 import time
 from unittest import mock
@@ -110,7 +115,17 @@ def main(argv=None):
                     help="also torch.profiler's host-side events of 10 flamia fwd+bwd calls")
     ap.add_argument("--cpu", action="store_true",
                     help="CPU tensors, kernels stubbed, outputs pooled: this project's Python only")
+    ap.add_argument("--ab", metavar="ENV=A,B[,...]",
+                    help="also flamia fwd+bwd under each value of an environment variable, in "
+                         "alternating rounds in this one process (host time differs between "
+                         "processes by as much as the change being measured)")
+    ap.add_argument("--rounds", type=int, default=8, help="rounds of --ab")
     args = ap.parse_args(argv)
+    if args.ab is not None:
+        name, _, values = args.ab.partition("=")
+        if not name or len(values.split(",")) < 2:
+            ap.error(f"--ab {args.ab!r}: expected ENV=A,B[,...], e.g. FLAMIA_LAUNCH=jit,cached")
+        args.ab = (name, values.split(","))
     if args.cpu and args.trace:
         ap.error("--trace needs the GPU (its CUDA events); leave out --cpu or --trace")
     with stubbed_hopper() if args.cpu else contextlib.nullcontext():
@@ -167,6 +182,16 @@ def run(args):
         # which launch ran: a cached launch that silently fell back to triton's looks the same
         print(f"# FLAMIA_LAUNCH={launch.launch_mode()}: {launch.cached_launches} launches went "
               "straight to a compiled kernel's launcher")
+        if args.ab is not None:
+            env, values = args.ab
+            times = {value: [] for value in values}
+            for r in range(args.rounds):
+                for value in (values if r % 2 == 0 else values[::-1]):
+                    with mock.patch.dict(os.environ, {env: value}):
+                        times[value].append(host_us(model_step, sync=sync))
+            for value, ts in times.items():
+                print(f"| {dist} | flamia fwd+bwd, {env}={value} | {statistics.median(ts):.0f} "
+                      f"(rounds {', '.join(f'{t:.0f}' for t in ts)}) |")
         for name in args.cprofile:
             import cProfile
             import io

@@ -118,6 +118,26 @@ def test_host_layers_cpu_takes_the_hopper_path(capsys):
     assert all(float(r[3]) > 0 for r in rows)
 
 
+def test_host_layers_ab_times_each_value_in_one_process(capsys, monkeypatch):
+    """host_layers --ab ENV=A,B: flamia fwd+bwd under each value, in alternating rounds, the
+    variable set while its value is timed (seen by the launch path) and restored after."""
+    from bench import host_layers
+    from flamia.kernels import launch
+
+    seen = []
+    monkeypatch.setattr(launch, "launch_mode", lambda: seen.append(
+        os.environ.get("FLAMIA_LAUNCH")) or "jit")
+    monkeypatch.delenv("FLAMIA_LAUNCH", raising=False)
+    host_layers.main(["--cpu", "--ab", "FLAMIA_LAUNCH=jit,cached", "--rounds", "2"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if "fwd+bwd, FLAMIA" in line]
+    assert [r.split("|")[2].strip() for r in rows] == [
+        "flamia fwd+bwd, FLAMIA_LAUNCH=jit", "flamia fwd+bwd, FLAMIA_LAUNCH=cached"]
+    assert all(r.count(",") >= 2 for r in rows)  # two rounds each
+    assert {"jit", "cached"} <= set(seen) and "FLAMIA_LAUNCH" not in os.environ
+    with pytest.raises(SystemExit):
+        host_layers.main(["--cpu", "--ab", "FLAMIA_LAUNCH"])
+
+
 def test_table_shows_round_spread_and_host_time():
     row = {"workload": "u32_1024", "Hq": 16, "Hkv": 16, "D": 128, "segments": 60,
            "provider": "p", "fwd_ms": 0.3, "bwd_ms": 1.0, "fwd_bwd_ms": 1.3, "fwd_tflops": 1,
