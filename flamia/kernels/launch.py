@@ -17,8 +17,8 @@ triton would have picked that same kernel:
 - tensors: dtype and whether the address is 16-byte aligned;
 - integers: whether equal to 1, divisible by 16, within int32, at least 2**63 (bool by value);
 - floats: one kind (fp32); None: None;
-- TensorDescriptors: dtype, block shape, layout, padding (and TF32 rounding) (the launcher encodes the TMA
-  descriptor from the base, shape and strides at every launch, as triton does);
+- TensorDescriptors: dtype, block shape, layout, padding and TF32 rounding (the launcher
+  encodes the TMA descriptor from the base, shape and strides at every launch, as triton does);
 - every keyword argument (constexprs, num_warps, ...) by value; the device.
 
 Anything else (another argument type, a launch hook such as proton's being set) goes through
@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 
 import torch
+from triton import knobs
 
 LAUNCH_MODES = ("cached", "jit")
 DEFAULT_LAUNCH = "cached"
@@ -82,7 +83,6 @@ def _is_descriptor(arg) -> bool:
 
 
 def _hooks_set() -> bool:
-    from triton import knobs
     return _hook_set(knobs.runtime.launch_enter_hook) or _hook_set(knobs.runtime.launch_exit_hook)
 
 
