@@ -429,7 +429,6 @@ class FlamiaTrainer(Trainer):
     # -- leakage probes ------------------------------------------------------------------
     def _build_probe_batch(self):
         """A held-out packed batch (2 rows, another seed than training), per rank."""
-        cfg = self.job_config.flamia
         shards = self.dataloader.loader.shards
         loader = PackedLoader(shards, self.job_config.training.seq_len, 2,
                               rank=self.dataloader.loader.rank,
