@@ -71,6 +71,8 @@
 # launch never taken; fixed, then its GPU tests passed and it was timed); bf16grid written but
 # not run (no device could be started). Next session: grid on the final tree (the cached launch
 # as the default), on an H200 if one is lent; hostab (the launch A/B in one process).
+# Run 2026-12-06 (fourteenth session, H100s only, after six tries got no machine): grid (the
+# final tree: the cached launch as the default), hostab, bf16grid, gputests (README, Performance).
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
@@ -595,7 +597,10 @@ matches_triton_forward or short_documents or doc_tiles_gluon" &
   ;;
 gputests)  # the whole GPU tier in one call: four pytest processes side by side on the one GPU
           # (compiling kernels is most of their time, and the machine has 16 cores), each with
-          # its own log; one process for all of them ran out of a call's time on 2026-12-05
+          # its own log; one process for all of them ran out of a call's time on 2026-12-05.
+          # TIER_S: each tier's limit. On an H100 (80 GB; 2026-12-06 fourteenth session) two
+          # float64 FA-rule cases of triton_api ran out of GPU memory beside the other three
+          # tiers; alone they pass
   tier hopper_fp8 500 tests/test_kernels_hopper.py -k fp8 &
   tier hopper 500 tests/test_kernels_hopper.py -k "not fp8" &
   tier fp8 500 tests/test_kernels_fp8.py &

@@ -164,6 +164,18 @@ def test_batch_plan_orders_tiles(mode, monkeypatch):
         assert a.tolist() == b.tolist()
 
 
+def test_compiled_tiles_refuse_other_head_dims(monkeypatch):
+    """Off the interpreter, a head dim without compiled tiles is a ValueError that names the
+    accepted ones (it was a KeyError from the tile table, found by the GPU tier on 2026-12-06)."""
+    monkeypatch.setattr(K, "INTERPRET", False)
+    monkeypatch.delenv("FLAMIA_BWD_BLOCKS", raising=False)
+    monkeypatch.delenv("FLAMIA_DQ_BLOCKS", raising=False)
+    assert K.bwd_blocks(64) == K.BLOCKS[("dkdv", False)][64]
+    for blocks in (K.bwd_blocks, K.dq_blocks):
+        with pytest.raises(ValueError, match=r"head dim 32: the compiled kernels take \[64, 128\]"):
+            blocks(32)
+
+
 def test_launch_order_is_checked(monkeypatch):
     monkeypatch.setenv("FLAMIA_ORDER", "lpt")
     with pytest.raises(ValueError, match="accepted"):

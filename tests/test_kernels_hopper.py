@@ -477,8 +477,9 @@ def test_delta_mode_is_checked(monkeypatch):
     _check_setting(monkeypatch, "FLAMIA_DELTA", K.delta_mode, (("kernel", "kernel"),
                                                                ("dq", "dq")),
                    ("DQ", "fused", ""), "FLAMIA_DELTA='.*'; accepted: \\('dq', 'kernel'\\)")
-    # refused by a backward on any machine, not only where the Gluon dQ kernel runs
-    t, h, d = 64, 2, 32
+    # refused by a backward on any machine, not only where the Gluon dQ kernel runs (D = 64: a
+    # head dim of the compiled kernels, which the plan's tiles are looked up for on a GPU)
+    t, h, d = 64, 2, 64
     x = torch.zeros(t, h, d, dtype=torch.bfloat16)
     cu = torch.tensor([0, t], dtype=torch.int32)
     plan = flamia.ops.batch_plan(cu, t, d)

@@ -123,7 +123,11 @@ def _blocks(kernel: str, d: int, fp8: bool, mma: int | None = None) -> tuple[int
         return m, n
     if fp8 and (fp8_mma_mode() if mma is None else mma) == 2:
         fp8 = False
-    return BLOCKS[(kernel, fp8)][d]
+    shapes = BLOCKS[(kernel, fp8)]
+    if d not in shapes:
+        raise ValueError(f"head dim {d}: the compiled kernels take {sorted(shapes)} (any head dim "
+                         "runs only in the interpreter, TRITON_INTERPRET=1)")
+    return shapes[d]
 
 
 KERNEL_CHOICES = ("auto", "triton", "gluon")
