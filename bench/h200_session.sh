@@ -40,7 +40,7 @@
 #   short: the short-document forward picked from max_seqlen: GPU tests, quick benchmark (~6 min)
 # Run on 2026-12-06 (H200): the former 'next' phase (GPU tests of the own-rows, work-queue and
 # pair-step kernels, 54 passed; one quick benchmark of their providers), then the full grid; the
-# own-rows and FP8 forward pair-step modes were no faster and are removed (README, Performance).
+# own-rows and FP8 forward pair-step modes were no faster and are removed (bench/PERFORMANCE_LOG.md).
 #   grid: the full grid (~7.5 min with the timing rounds), then the short-document forward's GPU tests
 #   timeline: kernel timelines of the persistent forward after 3 and 300 calls, with clocks
 #   d64: the D = 64 forward with 3 and 4 ring slots (ws and persistent): GPU tests, variants
@@ -54,15 +54,15 @@
 #          then five workloads in 6 alternating rounds against FLAMIA_DELTA=kernel and the
 #          persistent dQ kernel, which loads the next tile's O with its Q and dO (~8 min)
 # Run 2026-12-06 (ninth session, H100s only): short (tests pass, quick bench), grid (full grid at
-# 3598fad), the D = 64 forward variants and a timeline (README, Performance).
-# Run 2026-12-06 (tenth session, H100s only): timeline and d64 (README, Performance: the GPU
+# 3598fad), the D = 64 forward variants and a timeline (bench/PERFORMANCE_LOG.md).
+# Run 2026-12-06 (tenth session, H100s only): timeline and d64 (bench/PERFORMANCE_LOG.md: the GPU
 # slows as it heats, hence the alternating rounds of bench.attention), default (its GPU tests
 # pass; its grid ran past the step's 330 s, so grid now gives the grid 450 s and runs first).
 # Run 2026-12-06 (eleventh session, H100s only): grid (0856, the tenth session's tree), delta
 # (twice), dqdefault (GPU tests + grid without nvfp4_fp8 and accuracy), dkdvp, dkdvbench,
-# dkdvdefault (README, Performance).
+# dkdvdefault (bench/PERFORMANCE_LOG.md).
 # Run 2026-12-06 (twelfth session, H100s only): grid (1130, the full grid of c3816e4: persistent
-# dQ with delta and persistent dK/dV as the defaults) and hostgap (README, Performance); then no
+# dQ with delta and persistent dK/dV as the defaults) and hostgap (bench/PERFORMANCE_LOG.md); then no
 # device could be started, so final12 (written for the final tree) has not run.
 # Next session: bash bench/h200_session.sh final12 (the host-path changes' GPU tests), then grid
 # on an H200 if one is lent (no H200 has run the persistent kernels, the short-document forward
@@ -72,10 +72,10 @@
 # not run (no device could be started). Next session: grid on the final tree (the cached launch
 # as the default), on an H200 if one is lent; hostab (the launch A/B in one process).
 # Run 2026-12-06 (fourteenth session, H100s only, after six tries got no machine): grid (the
-# final tree: the cached launch as the default), hostab, bf16grid, gputests (README, Performance).
+# final tree: the cached launch as the default), hostab, bf16grid, gputests (bench/PERFORMANCE_LOG.md).
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
-# FLAMIA_AUTOTUNE=8x3,4x3 (README, Performance); it takes about 5 minutes.
+# FLAMIA_AUTOTUNE=8x3,4x3 (bench/PERFORMANCE_LOG.md); it takes about 5 minutes.
 #
 # Prepare here (CPU machine), once:
 #   ../shared/device/wheels.sh               # torchtitan + deps as wheels in .whl/
