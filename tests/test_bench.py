@@ -1,6 +1,7 @@
 """The benchmark harness's own parts that run without a GPU (bench/attention.py,
-bench/host_gaps.py, bench/host_layers.py)."""
+bench/host_gaps.py, bench/host_layers.py, bench/summary.py)."""
 
+import json
 import os
 import stat
 import time
@@ -211,3 +212,75 @@ def test_run_workload_times_in_alternating_rounds(monkeypatch):
     assert res["a"]["host_fwd_bwd_ms"] > 0 and max(res["a"]["rel_err"].values()) < 1e-6
     assert "lost the device" in res["c"]["error"] and "fwd_ms" not in res["c"]
     assert gc.isenabled()
+
+
+def _run(cells, gpu="GPU A"):
+    """A bench.attention result file's shape: cells = {(workload, D): {provider: ms or None}}
+    (None: the provider failed there)."""
+    results = []
+    for (workload, d), times in cells.items():
+        for provider, ms in times.items():
+            row = {"workload": workload, "rows": 4, "L": 8192, "Hq": 16, "Hkv": 16, "D": d,
+                   "provider": provider}
+            row.update({"fwd_bwd_ms": ms} if ms is not None else {"error": "RuntimeError: no"})
+            results.append(row)
+    return {"env": {"gpu": gpu, "date": "today", "git_commit": "abc"}, "results": results}
+
+
+def test_summary_judges_the_targets():
+    from bench import summary
+    run = _run({("one_doc", 128): {"flamia-bf16": 1.05, "flamia-mxfp8": 1.5, "cudnn-dense": 1.0,
+                                   "cudnn-thd": 1.1},
+                ("u32_1024", 128): {"flamia-bf16": 0.9, "flamia-mxfp8": 0.7, "cudnn-dense": None,
+                                    "cudnn-thd": 1.0, "flex": 1.2},
+                ("u32_1024", 64): {"flamia-bf16": 0.5, "flamia-mxfp8": 2.0, "cudnn-thd": 1.0}})
+    table = summary.by_workload(run)
+    assert summary.fastest_baseline(table[("u32_1024", 4, 8192, 16, 16, 128)]) == ("cudnn-thd", 1.0)
+    lines = summary.verdicts(table)
+    assert lines[0].startswith("flamia-bf16") and "MET on the workloads" in lines[0]
+    assert "packed 1.11x over 2, one document 0.95x over 1" in lines[0]
+    # mxfp8: 1/0.7 = 1.43x on the D = 128 packed workload; D = 64 (0.5x) and one_doc don't count
+    assert lines[1].startswith("flamia-mxfp8") and "MET" in lines[1] and "over 1" in lines[1]
+    text = summary.summary(run)
+    assert "| u32_1024 4x8192 16/16 D128 | 1.000 (cudnn-thd) | 0.900 (1.11x) | 0.700 (1.43x) |" in text
+
+
+def test_summary_reports_misses_and_cells_it_cannot_judge():
+    from bench import summary
+    slow_one_doc = _run({("one_doc", 128): {"flamia-bf16": 1.2, "cudnn-dense": 1.0},
+                         ("equal_2k", 128): {"flamia-bf16": 0.9, "cudnn-thd": 1.0}})
+    (line, ) = summary.verdicts(summary.by_workload(slow_one_doc))
+    assert "NOT MET on 1: one_doc 4x8192 16/16 D128 0.83x (needs 0.90x)" in line
+    no_baseline = _run({("equal_2k", 128): {"flamia-bf16": 0.9, "cudnn-thd": None},
+                        ("u32_1024", 128): {"flamia-bf16": None, "cudnn-thd": 1.0}})
+    (line, ) = summary.verdicts(summary.by_workload(no_baseline))
+    assert "NOT JUDGED" in line and "equal_2k" in line and "u32_1024" in line
+
+
+def test_summary_against_an_older_run(tmp_path, capsys):
+    from bench import summary
+    new = _run({("u32_1024", 128): {"flamia-bf16": 0.9, "cudnn-thd": 1.0}})
+    old = _run({("u32_1024", 128): {"flamia-bf16": 1.0, "cudnn-thd": 1.0}})
+    other_gpu = _run({("u32_1024", 128): {"flamia-bf16": 1.0, "cudnn-thd": 1.0}}, gpu="GPU B")
+    paths = {}
+    for name, run in (("new", new), ("old", old), ("other", other_gpu)):
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(run))
+    assert summary.main([str(paths["new"]), "--against", str(paths["old"])]) == 0
+    assert "0.900 (1.11x), was 1.000 (-10.0%)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        summary.main([str(paths["new"]), "--against", str(paths["other"])])
+    assert "different GPUs" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(SystemExit, match="no 'results' list"):
+        summary.main([str(tmp_path / "bad.json")])
+
+
+def test_summary_of_the_saved_grid():
+    """The 2026-12-06 16:51 grid (H100) as saved: the BF16 target met, MXFP8's not."""
+    from bench import summary
+    results = os.path.join(os.path.dirname(__file__), "..", "bench", "results")
+    run = summary.load(os.path.join(results, "attention_20261206-1651_NVIDIA_H100_80GB_HBM3.json"))
+    bf16, mxfp8 = summary.verdicts(summary.by_workload(run))
+    assert "MET on the workloads" in bf16 and "packed 1.02x over 8, one document 0.95x over 3" in bf16
+    assert "NOT MET on 7" in mxfp8
