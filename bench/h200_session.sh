@@ -73,6 +73,9 @@
 # as the default), on an H200 if one is lent; hostab (the launch A/B in one process).
 # Run 2026-12-06 (fourteenth session, H100s only, after six tries got no machine): grid (the
 # final tree: the cached launch as the default), hostab, bf16grid, gputests (bench/PERFORMANCE_LOG.md).
+# Next session: grid on an H200 if one is lent (~6 min on an H100; none has run the persistent
+# kernels or the cached launch), then python -m bench.summary on its JSON, --against the 16:51
+# H100 grid only with --any-gpu (different cards).
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (bench/PERFORMANCE_LOG.md); it takes about 5 minutes.
