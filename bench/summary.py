@@ -5,9 +5,9 @@ whether the BF16 and MXFP8 targets hold in that run.
     python -m bench.summary bench/results/attention_<run>.json [--against <older run>.json]
 
 Ratios are the fastest baseline's fwd+bwd time over the provider's (above 1: faster than every
-baseline). Baselines are the providers not named ``flamia-*`` (FlexAttention, varlen, cuDNN dense,
-cuDNN THD); one that failed on a workload (its ``error``, e.g. cuDNN dense on several documents per
-row) is not counted there. Targets (DESIGN.md section 7; issues 2 and 7):
+baseline), as bench.attention's own "vs best baseline" column. Baselines are bench.attention's
+BASELINES (FlexAttention, varlen, cuDNN dense, cuDNN THD); one that failed on a workload (its
+``error``, e.g. cuDNN dense on several documents per row) is not counted there. Targets (DESIGN.md section 7; issues 2 and 7):
   bf16   flamia-bf16 at least as fast as the fastest baseline on every packed workload, and at
          least 0.9x of it on the one-document workloads (within 10% of cuDNN);
   mxfp8  flamia-mxfp8 at least 1.3x the fastest baseline on every packed workload with D = 128.
@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+
+from bench.attention import BASELINES
 
 ONE_DOC = "one_doc"
 TARGETS = {  # provider -> (minimum ratio on packed workloads, on one document, D it applies to)
@@ -63,8 +65,7 @@ def by_workload(run: dict) -> dict[tuple, dict[str, float | None]]:
 
 
 def fastest_baseline(times: dict[str, float | None]) -> tuple[str, float] | None:
-    baselines = [(ms, name) for name, ms in times.items()
-                 if not name.startswith("flamia") and ms is not None]
+    baselines = [(ms, name) for name, ms in times.items() if name in BASELINES and ms is not None]
     if not baselines:
         return None
     ms, name = min(baselines)

@@ -284,3 +284,9 @@ def test_summary_of_the_saved_grid():
     bf16, mxfp8 = summary.verdicts(summary.by_workload(run))
     assert "MET on the workloads" in bf16 and "packed 1.02x over 8, one document 0.95x over 3" in bf16
     assert "NOT MET on 7" in mxfp8
+    # the same ratios as the harness's own column
+    table = summary.by_workload(run)
+    for row in run["results"]:
+        if row["provider"].startswith("flamia") and "fwd_bwd_ms" in row:
+            best = summary.fastest_baseline(table[summary.workload_key(row)])
+            assert best[1] / row["fwd_bwd_ms"] == pytest.approx(row["speedup_vs_fastest_baseline"])
