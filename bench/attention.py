@@ -56,10 +56,6 @@ Providers:
                  FP8 dK/dV kernel (one kernel, S^T and P^T once) instead of the triton dV-only and
                  dK-only kernels; named with --providers only
     flamia-mxfp8 (LPT order)  the same with FLAMIA_ORDER=longest; named with --providers only
-    flamia-mxfp8 (prep kernel)  the same with FLAMIA_FP8_PREP=kernel: the backward's prologue (dO
-                 quantized, delta) in a kernel of its own and Q8's token-major copy by the copy
-                 kernel, instead of both in the dQ kernel, which then runs first (the default since
-                 2026-12-06, fifteenth session); named with --providers only
     flamia-mxfp8 (Gluon dK/dV pair steps)  the same with the Gluon FP8 dK/dV kernel in pair
                  steps (FLAMIA_DKDV_KERNEL=gluon, FLAMIA_GLUON_DKDV8=3,pair: two query tiles'
                  element-wise chains side by side per step); named with --providers only
@@ -350,7 +346,6 @@ PROVIDERS = {
     "flamia-mxfp8": prep_flamia_mxfp8,
     "flamia-mxfp8 (Gluon dK/dV)": prep_flamia_mxfp8,
     "flamia-mxfp8 (LPT order)": prep_flamia_mxfp8,
-    "flamia-mxfp8 (prep kernel)": prep_flamia_mxfp8,
     "flamia-mxfp8 (Gluon dK/dV pair steps)": prep_flamia_mxfp8,
     # NVFP4 Q/K are emulated on Hopper: QK^T, dQ, dK run as bf16 MMAs on exact NVFP4 values
     "flamia-nvfp4_fp8 (emulated NVFP4)": prep_flamia_nvfp4,
@@ -373,8 +368,6 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 # tiles launched by work alone (the launch order before 2026-12-05 evening)
                 "flamia-bf16 (LPT order)": {"FLAMIA_ORDER": "longest"},
                 "flamia-mxfp8 (LPT order)": {"FLAMIA_ORDER": "longest"},
-                # the FP8 backward's prologue kernel (the default before the fifteenth session)
-                "flamia-mxfp8 (prep kernel)": {"FLAMIA_FP8_PREP": "kernel"},
                 # the Gluon FP8 dK/dV kernel's pair steps (H200, 2026-12-06: one document 5.20
                 # vs 5.52 ms for the triton kernels, U(32, 1024) 0.85 vs 0.81)
                 "flamia-mxfp8 (Gluon dK/dV pair steps)": {"FLAMIA_DKDV_KERNEL": "gluon",
@@ -420,7 +413,6 @@ DEFAULT_PROVIDERS = [name for name in PROVIDERS if name not in PROVIDER_ENV]
 # gate only proves that attention is computed; their precision is the accuracy table's job.
 CHECK_TOL = {"flamia-mxfp8": 0.12, "flamia-mxfp8 (Gluon dK/dV)": 0.12,
              "flamia-mxfp8 (LPT order)": 0.12, "flamia-mxfp8 (Gluon dK/dV pair steps)": 0.12,
-             "flamia-mxfp8 (prep kernel)": 0.12,
              "flamia-nvfp4_fp8 (emulated NVFP4)": 0.25}
 
 

@@ -598,20 +598,6 @@ matches_triton_forward or short_documents or doc_tiles_gluon" &
   grep -E "^\| |^(mxfp8|nvfp4|bf16|fp8)|Error" $OUT/bench.log | grep -v "^| ---" | tail -70 \
     | cut -d"|" -f2-7,9,13,15
   ;;
-prep)  # written 2026-12-06 (fifteenth session): the FP8 backward's prologue in the dQ kernel
-      # (FLAMIA_FP8_PREP=dq, the new default): the FP8 GPU tests and the Hopper FP8 rows side by
-      # side, then four workloads in 4 alternating rounds with the profile, against the prologue
-      # kernel (provider "flamia-mxfp8 (prep kernel)"), flamia-bf16 and cuDNN THD (~7 min)
-  tier fp8 ${TIER_S:-240} tests/test_kernels_fp8.py &
-  tier hopper_fp8 ${TIER_S:-240} tests/test_kernels_hopper.py -k fp8 &
-  wait
-  tier_report
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-200} python -m bench.attention --quick \
-    --profile --rounds ${ROUNDS:-4} --dists ${DISTS:-u32_1024 lognormal_1k equal_2k one_doc} \
-    --providers flamia-mxfp8 "flamia-mxfp8 (prep kernel)" flamia-bf16 cudnn-thd cudnn-dense \
-    --out $OUT > $OUT/bench.log 2>&1
-  grep -E "^\| |^- .*_attn_|^###|Error" $OUT/bench.log | grep -v "^| ---" | tail -60
-  ;;
 gputests)  # the whole GPU tier in one call: four pytest processes side by side on the one GPU
           # (compiling kernels is most of their time, and the machine has 16 cores), each with
           # its own log; one process for all of them ran out of a call's time on 2026-12-05.
