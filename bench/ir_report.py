@@ -30,10 +30,6 @@ DKDV_PARTS = {"dkdv": 0, "dkdv_dv": 1, "dkdv_dk": 2}
 KERNELS.update({name: KERNELS["dkdv"] for name in DKDV_PARTS if name != "dkdv"})
 # BF16's dK/dV kernel that also accumulates dQ (FLAMIA_DQ=fused, DQ_FUSED).
 KERNELS["dkdv_dq"] = KERNELS["dkdv"]
-# The FP8 dQ kernel with the backward's prologue (PREP, kernels.attention.prep_mode): it reads
-# the bf16 dO and writes the E4M3 dO, its token-major copy and Q8's.
-KERNELS["dq_prep"] = KERNELS["dq"]
-PREP_PTRS = {"do_ptr": "*bf16", "do8_ptr": "*fp8e4nv", "dot_ptr": "*fp8e4nv", "qt_ptr": "*fp8e4nv"}
 
 
 def fp8_variants(name: str) -> tuple[bool, ...]:
@@ -41,8 +37,6 @@ def fp8_variants(name: str) -> tuple[bool, ...]:
     the fused-dQ dK/dV kernel BF16-only."""
     if name == "dkdv_dq":
         return (False,)
-    if name == "dq_prep":
-        return (True,)
     return (True,) if DKDV_PARTS.get(name, 0) else (False, True)
 DATA_PTRS = ("q_ptr", "k_ptr", "v_ptr", "do_ptr", "qk_ptr", "dok_ptr", "kk_ptr")
 OUT_PTRS = ("o_ptr", "dk_ptr", "dv_ptr", "dq_ptr")
@@ -66,15 +60,12 @@ def compile_for(name: str, fp8: bool, head_dim: int = 128, heads: int = 16,
     if name in DKDV_PARTS or name == "dkdv_dq":
         consts["PART"] = DKDV_PARTS.get(name, 0)
         consts["DQ_FUSED"] = name == "dkdv_dq"
-    if family == "dq":
-        consts["PREP"] = name == "dq_prep"
     if fp8:
         consts.update({s: 1 for s in unit_strides})
     elif name == "fwd":
         consts["stride_vd"] = 1  # the bf16 launcher passes V's unit D stride as the literal 1
-    ptr_type = lambda arg: (PREP_PTRS[arg] if name == "dq_prep" and arg in PREP_PTRS else
-                            ("*fp8e4nv" if fp8 else "*bf16") if arg in DATA_PTRS else
-                            "*bf16" if arg in OUT_PTRS else "*i32" if arg in INT_PTRS else "*fp32")
+    ptr_type = lambda arg: ("*fp8e4nv" if fp8 else "*bf16") if arg in DATA_PTRS else (
+        "*bf16" if arg in OUT_PTRS else "*i32" if arg in INT_PTRS else "*fp32")
     return _compile(fn, consts, ptr_type, arch, {"num_warps": warps, "num_stages": stages,
                                                  "maxnreg": maxnreg})
 

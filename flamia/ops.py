@@ -37,7 +37,7 @@ import torch
 
 from ._tensor_cache import TensorCache
 from .kernels import attention as K
-from .kernels.quantize import quantize_qkv, token_major_copy
+from .kernels.quantize import quantize_qkv, token_major_copies
 
 __all__ = ["TRITON_RECIPES", "triton_attention", "BatchPlan", "batch_plan"]
 
@@ -357,10 +357,9 @@ def _bwd_fp8(
     softmax_scale: float, recipe: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_recipe(recipe, FP8_RECIPES)
-    # dO is quantized by the backward itself, with delta, and Q8's token-major copy is made there
-    # too: both by the dQ kernel, which then runs first (K.attention_bwd, K.prep_mode)
-    fp8 = {"qt": None, "kt": token_major_copy(k8), "sq": sq, "skv": skv,
-           "qk_bf16": recipe == "nvfp4_fp8"}
+    qt8, kt8 = token_major_copies(q8, k8)  # one launch for both
+    # dO is quantized by the backward itself, in one kernel with delta (K.attention_bwd)
+    fp8 = {"qt": qt8, "kt": kt8, "sq": sq, "skv": skv, "qk_bf16": recipe == "nvfp4_fp8"}
     return K.attention_bwd(do, q8, k8, v8, o, lse, seg_start, seg_end, order_dkdv, order_dq,
                            softmax_scale, fp8=fp8)
 

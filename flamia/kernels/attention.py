@@ -64,7 +64,7 @@ import triton.language as tl
 
 from . import cuda_major
 from . import quantize
-from .quantize import _quantize_tile, _token_major_copy_tile, e8m0_exponent, pow2, round_e4m3
+from .quantize import _quantize_tile, e8m0_exponent, pow2, round_e4m3
 
 LOG2E = 1.4426950408889634
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -555,7 +555,7 @@ def _delta_rows(o_ptr, do, sdo, lse_ptr, sq_ptr, delta_ptr, qrow_ptr, head, offs
     """delta = rowsum(dO * O) of a [BLOCK_T, D] tile of one head, with the dO that dP is
     computed from: bf16 dO, or for the FP8 recipes the E4M3 dO times its per-token power-of-two
     scale sdo (exactly the dequantized dO'). FP8: also the per-query rows (lse2, delta, sQ, sdO)
-    that the dK/dV kernels read (QROW). Returns delta (as stored)."""
+    that the dK/dV kernels read (QROW)."""
     offs_d = tl.arange(0, HEAD_DIM)
     ok = offs_t < total
     rows = offs_t.to(tl.int64)[:, None]
@@ -571,7 +571,6 @@ def _delta_rows(o_ptr, do, sdo, lse_ptr, sq_ptr, delta_ptr, qrow_ptr, head, offs
         tl.store(row + 1, delta, mask=ok)
         tl.store(row + 2, tl.load(sq_ptr + head * stride_lh + offs_t, mask=ok), mask=ok)
         tl.store(row + 3, sdo, mask=ok)
-    return delta
 
 
 @triton.jit
@@ -605,8 +604,7 @@ def _attn_bwd_prep8_kernel(do_ptr, o_ptr, do8_ptr, sdo_ptr, dot_ptr, lse_ptr, sq
     E4M3 dO back. Grid (tiles over T_pad, Hq)."""
     head = tl.program_id(1)
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    do8, sdo = _quantize_tile(do_ptr, do8_ptr, sdo_ptr, dot_ptr, head,
-                              tl.program_id(0) * BLOCK_T, stride_dot, stride_doh,
+    do8, sdo = _quantize_tile(do_ptr, do8_ptr, sdo_ptr, dot_ptr, head, stride_dot, stride_doh,
                               stride_d8t, stride_d8h, stride_lh, 1, stride_th, stride_td, total,
                               HEAD_DIM, BLOCK_T, False, True)
     _delta_rows(o_ptr, do8, sdo, lse_ptr, sq_ptr, delta_ptr, qrow_ptr, head, offs_t, stride_ot,
@@ -878,55 +876,19 @@ def _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, skv_ptrs,
     return dq
 
 
-@triton.jit
-def _bytes(ptr, AS_IS: tl.constexpr):
-    """ptr, or as a uint8 pointer (FP8 data copied as bytes: see quantize's module docstring)."""
-    if AS_IS:
-        return ptr
-    return ptr.to(tl.pointer_type(tl.uint8))
-
-
-@triton.jit
-def _prep_q_copy(q_ptr, qt_ptr, dot_ptr, head, start_m, stride_qt, stride_qh, stride_th,
-                 stride_td, total, t_pad, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                 QK_BF16: tl.constexpr):
-    """The dQ kernel's prologue (PREP), second part: Q's [BLOCK_M, D] tile copied into its
-    token-major copy qt (as bytes, from memory: bf16 under the interpreter and for nvfp4_fp8's
-    bf16 containers); the last tile's program zeroes qt's and dO's copy past the tiles."""
-    AS_IS: tl.constexpr = IS_INTERPRETER or QK_BF16
-    _token_major_copy_tile(_bytes(q_ptr, AS_IS), _bytes(qt_ptr, AS_IS), head, start_m, stride_qt,
-                           stride_qh, stride_th, stride_td, total, HEAD_DIM, BLOCK_M)
-    if start_m + BLOCK_M >= total:
-        offs_d = tl.arange(0, HEAD_DIM).to(tl.int64)
-        for pad in range(start_m + BLOCK_M, t_pad, BLOCK_M):
-            at = head * stride_th + offs_d[:, None] * stride_td + pad + tl.arange(0, BLOCK_M)[None, :]
-            qt = _bytes(qt_ptr, AS_IS)
-            dot = _bytes(dot_ptr, IS_INTERPRETER)
-            tl.store(qt + at, tl.zeros([HEAD_DIM, BLOCK_M], qt.dtype.element_ty))
-            tl.store(dot + at, tl.zeros([HEAD_DIM, BLOCK_M], dot.dtype.element_ty))
-
-
 @triton.autotune(configs=_configs(), key=["HEAD_DIM", "H_Q", "H_KV", "IS_FP8", "QK_BF16",
-                                          "FP8_MMA", "DOC_TILES", "PREP"])
+                                          "FP8_MMA", "DOC_TILES"])
 @triton.jit
 def _attn_bwd_dq_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, kk_ptr, sq_ptr, skv_ptr, sdo_ptr, lse_ptr, delta_ptr,
-    dq_ptr, seg_start_ptr, seg_end_ptr, order_ptr, o_ptr, do8_ptr, dot_ptr, qt_ptr, qrow_ptr,
+    dq_ptr, seg_start_ptr, seg_end_ptr, order_ptr,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_dot, stride_doh,
     stride_kkt, stride_kkh, stride_kkd, stride_sqh, stride_skh, stride_dqt, stride_dqh, stride_lh,
-    stride_ot, stride_oh, stride_d8t, stride_d8h, stride_th, stride_td, stride_rh,
-    total, t_pad, qk_scale, sm_scale,
+    total, qk_scale, sm_scale,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr,
-    FP8_MMA: tl.constexpr, DOC_TILES: tl.constexpr, PREP: tl.constexpr,
+    FP8_MMA: tl.constexpr, DOC_TILES: tl.constexpr,
 ):
-    """dQ of one (query head, query tile). PREP (FP8 recipes, grid tiles; see prep_mode): this
-    kernel runs first in the backward and is also its prologue for its tile: do_ptr is then the
-    bf16 dO, quantized here (quantize._quantize_tile: the bytes of quantize_mx_token) into do8,
-    sdo and the token-major copy dot [Hq, D, T_pad]; delta and the per-query rows qrow are
-    computed from it (_delta_rows, as _attn_bwd_prep8_kernel); and Q8's tile is copied into its
-    token-major copy qt [Hq, D, T_pad]. The program of the last tile also zeroes both copies'
-    padding past the tiles. dot and qt share their strides (stride_th, stride_td)."""
     entry = tl.load(order_ptr + tl.program_id(1))
     if DOC_TILES:
         if entry < 0:  # past the last tile
@@ -937,23 +899,13 @@ def _attn_bwd_dq_kernel(
     rows64 = offs_m.to(tl.int64)[:, None]
     q = tl.load(q_ptr + rows64 * stride_qt + head * stride_qh + offs_d[None, :],
                 mask=row_ok[:, None], other=0.0)
-    if PREP:
-        do, sdo = _quantize_tile(do_ptr, do8_ptr, sdo_ptr, dot_ptr, head, start_m, stride_dot,
-                                 stride_doh, stride_d8t, stride_d8h, stride_sqh, 1, stride_th,
-                                 stride_td, total, HEAD_DIM, BLOCK_M, False, True)
-        delta = _delta_rows(o_ptr, do, sdo, lse_ptr, sq_ptr, delta_ptr, qrow_ptr, head, offs_m,
-                            stride_ot, stride_oh, stride_lh, stride_rh, total, HEAD_DIM, True)
-        _prep_q_copy(q_ptr, qt_ptr, dot_ptr, head, start_m, stride_qt, stride_qh, stride_th,
-                     stride_td, total, t_pad, HEAD_DIM, BLOCK_M, QK_BF16)
-    else:
-        do = tl.load(do_ptr + rows64 * stride_dot + head * stride_doh + offs_d[None, :],
-                     mask=row_ok[:, None], other=0.0)
-        delta = tl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
+    do = tl.load(do_ptr + rows64 * stride_dot + head * stride_doh + offs_d[None, :],
+                 mask=row_ok[:, None], other=0.0)
     lse = tl.load(lse_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
+    delta = tl.load(delta_ptr + head * stride_lh + offs_m, mask=row_ok, other=0.0)
     if IS_FP8:  # c_q: per-row factor of the logits (see _rhs_scaled_dot)
         c_q = tl.load(sq_ptr + head * stride_sqh + offs_m, mask=row_ok, other=1.0) * qk_scale
-        if not PREP:
-            sdo = tl.load(sdo_ptr + head * stride_sqh + offs_m, mask=row_ok, other=1.0)
+        sdo = tl.load(sdo_ptr + head * stride_sqh + offs_m, mask=row_ok, other=1.0)
     else:
         c_q = tl.full([BLOCK_M], qk_scale, tl.float32)
         sdo = None
@@ -1029,22 +981,6 @@ def dkdv_parts(is_fp8: bool) -> tuple[int, ...]:
     if mode not in DKDV_MODES:
         raise ValueError(f"FLAMIA_FP8_DKDV={mode!r}; accepted: {DKDV_MODES}")
     return (1, 2) if is_fp8 and mode == "split" else (0,)
-
-
-PREP_MODES = ("dq", "kernel")
-
-
-def prep_mode() -> str:
-    """Where the FP8 backward's prologue runs when it quantizes dO itself (FLAMIA_FP8_PREP, read
-    at every launch): "dq" (default): in the dQ kernel, which then runs first (its PREP mode:
-    each query tile's dO quantized, delta and the per-query rows, and Q8's token-major copy);
-    "kernel": a prologue kernel over dO (_attn_bwd_prep8_kernel) and a copy kernel for Q8, then
-    dK/dV, then dQ. Both write the same bytes but for delta's row sums, which each kernel may
-    reduce in its own order (tests/test_kernels_fp8.py)."""
-    mode = os.environ.get("FLAMIA_FP8_PREP", "dq")
-    if mode not in PREP_MODES:
-        raise ValueError(f"FLAMIA_FP8_PREP={mode!r}; accepted: {PREP_MODES}")
-    return mode
 
 
 DQ_MODES = ("separate", "fused")
@@ -1230,15 +1166,13 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     ``do``, ``o``: bf16 [T, Hq, D] (delta = rowsum(dO * O) is computed from them; FP8: from the
     quantized dO' = do8 * sdo, the dO that dP sees). BF16: q, k, v bf16. FP8 (``fp8`` given):
     q, k, v are the E4M3 tensors and ``fp8`` = {"qt", "kt": token-contiguous copies
-    [H, D, T_pad] of Q, K (zero-padded, see quantize.token_major_copy; "qt" absent or None: made
-    here, by the dQ kernel's prologue, see prep_mode, or else by the copy kernel); "sq": Q's
-    scales [Hq, T]; "skv": K's and V's scales [Hkv, T, KROW] (see attention_fwd); optionally
-    "do8", "dot", "sdo": dO quantized by the caller (E4M3, its token-contiguous copy, scales
-    [Hq, T]); without them dO is quantized here, with delta, where the quantizer writes the
-    token-major copy itself (FLAMIA_FP8_TRANSPOSE=fused, the default): in the dQ kernel, which
-    then runs first (prep_mode "dq", the default), or in a kernel of its own
-    (_attn_bwd_prep8_kernel)}. The FP8 dK/dV kernels read lse2, delta, sQ, sdO as rows of one
-    [Hq, T, QROW] array that the delta (or prep, or dQ) kernel writes.
+    [H, D, T_pad] of Q, K (zero-padded, see quantize.token_major_copy); "sq": Q's scales
+    [Hq, T]; "skv": K's and V's scales [Hkv, T, KROW] (see attention_fwd); optionally "do8",
+    "dot", "sdo": dO quantized by the caller (E4M3, its token-contiguous copy, scales [Hq, T]);
+    without them dO is quantized here, in one kernel with delta (_attn_bwd_prep8_kernel) where
+    the quantizer writes the token-major copy itself (FLAMIA_FP8_TRANSPOSE=fused, the
+    default)}. The FP8 dK/dV kernels read lse2, delta, sQ, sdO as rows of one [Hq, T, QROW]
+    array that the delta (or prep) kernel writes.
     """
     do = do if do.stride(-1) == 1 else do.contiguous()
     _check_unit_d(q, k, v, o)
@@ -1250,7 +1184,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     qk_bf16 = is_fp8 and fp8.get("qk_bf16", False)  # nvfp4_fp8: Q, K data held in bf16
     prep = False  # dO quantized together with delta (_attn_bwd_prep8_kernel)
     if is_fp8:
-        qt, kt = fp8.get("qt"), fp8["kt"]
+        qt, kt = fp8["qt"], fp8["kt"]
         sq, skv = fp8["sq"], _check_key_scales(fp8["skv"])
         qrow = empty((hq, total, QROW), dtype=torch.float32, device=q.device)
         tcopy = lambda t: (1, t.stride(0), t.stride(1))  # token, head, dim strides of [H, D, T_pad]
@@ -1275,38 +1209,11 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     # The Gluon dQ kernel computes delta itself and runs first (delta_mode): no delta kernel.
     # (delta_mode first: a bad FLAMIA_DELTA is refused whichever kernels run.)
     delta_in_dq = delta_mode() == "dq" and gluon_dq and o.is_contiguous()
-    # FP8: the prologue in the dQ kernel, which then runs first (grid tiles only: every token is
-    # then in exactly one query tile of each head; tiles that tile the token-major copies' T_pad).
-    prep_in_dq = (prep and prep_mode() == "dq" and not (fused_dq or doc or gluon_dq)
-                  and quantize.TOKEN_PAD % dq_blocks(d, True)[0] == 0)
-    if is_fp8 and qt is None:
-        qt = quantize.token_major_buffer(q) if prep_in_dq else quantize.token_major_copy(q)
     grads = [empty(t.shape, dtype=torch.bfloat16, device=q.device) for t in (q, k, v)]
     dq, dk, dv = grads
     # The quantizer's tiles; with its transposed store (prep) they cover T_pad.
     block_t, tiles = quantize.quantizer_grid(total, prep)
-    qk_scale = softmax_scale * LOG2E
-    fp8_mma = fp8_mma_mode() if is_fp8 else 0
-
-    def dq_kernel_launch(prologue: bool):
-        bm, bn = dq_blocks(d, is_fp8)
-        if prologue:
-            assert do.dtype == torch.bfloat16 and o.stride(-1) == 1 and dot.stride() == qt.stride()
-        _attn_bwd_dq_kernel[(hq, order_dq.numel())](
-            q, k, v, do if prologue else do_in, kt, sq, skv, sdo, lse, delta, dq, seg_start,
-            seg_end, order_dq, o, do_in, dot, qt, qrow,
-            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-            *((do.stride(0), do.stride(1)) if prologue else (do_in.stride(0), do_in.stride(1))),
-            *tcopy(kt), *s_strides, dq.stride(0), dq.stride(1), lse.stride(0),
-            o.stride(0), o.stride(1), do_in.stride(0), do_in.stride(1), *tcopy(qt)[1:],
-            qrow.stride(0), total, qt.shape[-1] if is_fp8 else 0, qk_scale, softmax_scale,
-            H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8,
-            QK_BF16=qk_bf16, FP8_MMA=fp8_mma, DOC_TILES=doc, PREP=prologue,
-        )
-
-    if prep_in_dq:
-        dq_kernel_launch(True)
-    elif delta_in_dq:
+    if delta_in_dq:
         _gluon_dq(q, k, v, do, lse, delta, seg_start, seg_end, order_dq, softmax_scale, dq, o,
                   doc)
     elif prep:
@@ -1323,6 +1230,8 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             do_in.stride(1), delta.stride(0), qrow.stride(0), total, HEAD_DIM=d,
             BLOCK_T=block_t, IS_FP8=is_fp8,
         )
+    qk_scale = softmax_scale * LOG2E
+    fp8_mma = fp8_mma_mode() if is_fp8 else 0
     bm, bn = bwd_blocks(d, is_fp8)
     if fused_dq:  # fp32 dQ accumulator and one counter per (query head, query tile)
         dqa = torch.zeros((total, hq, d), dtype=torch.float32, device=q.device)
@@ -1371,11 +1280,19 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         # The dQ kernel's last step, on the accumulated sum: scale in fp32, round to bf16.
         dq.copy_(dqa.mul_(softmax_scale))
         return dq, dk, dv
-    if delta_in_dq or prep_in_dq:
+    if delta_in_dq:
         return dq, dk, dv
     if gluon_dq:
         _gluon_dq(q, k, v, do, lse, delta, seg_start, seg_end, order_dq, softmax_scale, dq, None,
                   doc)
         return dq, dk, dv
-    dq_kernel_launch(False)
+    bm, bn = dq_blocks(d, is_fp8)
+    _attn_bwd_dq_kernel[(hq, order_dq.numel())](
+        q, k, v, do_in, kt, sq, skv, sdo, lse, delta, dq, seg_start, seg_end, order_dq,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        do_in.stride(0), do_in.stride(1), *tcopy(kt), *s_strides,
+        dq.stride(0), dq.stride(1), lse.stride(0), total, qk_scale, softmax_scale,
+        H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, IS_FP8=is_fp8, QK_BF16=qk_bf16,
+        FP8_MMA=fp8_mma, DOC_TILES=doc,
+    )
     return dq, dk, dv

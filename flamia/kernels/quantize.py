@@ -102,11 +102,11 @@ def round_e4m3(x):
 
 
 @triton.jit
-def _quantize_tile(x_ptr, data_ptr, s_ptr, t_ptr, head, start_t, stride_xt, stride_xh, stride_dt,
+def _quantize_tile(x_ptr, data_ptr, s_ptr, t_ptr, head, stride_xt, stride_xh, stride_dt,
                    stride_dh, stride_sh, stride_st, stride_th, stride_td, total,
                    HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr, NVFP4: tl.constexpr,
                    TRANSPOSE: tl.constexpr):
-    """One pass over the [BLOCK_T, D] tile of one head whose first token is start_t. MX (NVFP4=False): E8M0
+    """One pass over the [BLOCK_T, D] tile (grid axis 0) of one head. MX (NVFP4=False): E8M0
     scale per (token, head), E4M3 data. NVFP4: s = amax / (6 * 448) per (token, head); per 16
     elements b = UE4M3(amax_16 / (6 s)); e = E2M1(x / (b s)); stores e * b (exact in bf16) and s.
     Same operations in the same order as flamia.reference.quantize_operand. Scales go to
@@ -114,7 +114,7 @@ def _quantize_tile(x_ptr, data_ptr, s_ptr, t_ptr, head, start_t, stride_xt, stri
     tokens): also store the tile token-major into t [H, D, T_pad] (zeros past T, where x was
     loaded as 0), see the module docstring. Returns the tile's data and scales (the values
     stored) for a caller that uses them further (kernels.attention's FP8 backward prologue)."""
-    offs_t = start_t + tl.arange(0, BLOCK_T)
+    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.arange(0, HEAD_DIM)
     ok = offs_t < total
     rows = offs_t.to(tl.int64)[:, None]
@@ -157,9 +157,9 @@ def _quantize_per_token_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr, NVFP4: tl.constexpr, TRANSPOSE: tl.constexpr,
 ):
     """One tensor: grid (tiles, heads), see _quantize_tile."""
-    _quantize_tile(x_ptr, data_ptr, s_ptr, t_ptr, tl.program_id(1), tl.program_id(0) * BLOCK_T,
-                   stride_xt, stride_xh, stride_dt, stride_dh, stride_sh, 1, stride_th, stride_td,
-                   total, HEAD_DIM, BLOCK_T, NVFP4, TRANSPOSE)
+    _quantize_tile(x_ptr, data_ptr, s_ptr, t_ptr, tl.program_id(1), stride_xt, stride_xh,
+                   stride_dt, stride_dh, stride_sh, 1, stride_th, stride_td, total,
+                   HEAD_DIM, BLOCK_T, NVFP4, TRANSPOSE)
 
 
 @triton.jit
@@ -175,19 +175,16 @@ def _quantize_qkv_kernel(
     walks Q's heads, then K's, then V's. K's and V's scales go to the two columns of skv
     [Hkv, T, 2] (the rows the attention kernels read); V's token-major copy to vt (TRANSPOSE_V)."""
     h = tl.program_id(1)
-    start_t = tl.program_id(0) * BLOCK_T
     if h < H_Q:
-        _quantize_tile(q_ptr, q8_ptr, sq_ptr, q8_ptr, h, start_t, stride_qt, stride_qh,
-                       stride_q8t, stride_q8h, stride_sqh, 1, 0, 0, total, HEAD_DIM, BLOCK_T,
-                       QK_NVFP4, False)
+        _quantize_tile(q_ptr, q8_ptr, sq_ptr, q8_ptr, h, stride_qt, stride_qh, stride_q8t,
+                       stride_q8h, stride_sqh, 1, 0, 0, total, HEAD_DIM, BLOCK_T, QK_NVFP4, False)
     elif h < H_Q + H_KV:
-        _quantize_tile(k_ptr, k8_ptr, skv_ptr, k8_ptr, h - H_Q, start_t, stride_kt, stride_kh,
-                       stride_k8t, stride_k8h, stride_skvh, 2, 0, 0, total, HEAD_DIM, BLOCK_T,
-                       QK_NVFP4, False)
+        _quantize_tile(k_ptr, k8_ptr, skv_ptr, k8_ptr, h - H_Q, stride_kt, stride_kh, stride_k8t,
+                       stride_k8h, stride_skvh, 2, 0, 0, total, HEAD_DIM, BLOCK_T, QK_NVFP4, False)
     else:
-        _quantize_tile(v_ptr, v8_ptr, skv_ptr + 1, vt_ptr, h - H_Q - H_KV, start_t, stride_vt,
-                       stride_vh, stride_v8t, stride_v8h, stride_skvh, 2, stride_vth, stride_vtd,
-                       total, HEAD_DIM, BLOCK_T, False, TRANSPOSE_V)
+        _quantize_tile(v_ptr, v8_ptr, skv_ptr + 1, vt_ptr, h - H_Q - H_KV, stride_vt, stride_vh,
+                       stride_v8t, stride_v8h, stride_skvh, 2, stride_vth, stride_vtd, total,
+                       HEAD_DIM, BLOCK_T, False, TRANSPOSE_V)
 
 
 # Token-major copies are padded along T to a multiple of TOKEN_PAD with zeros: the attention
@@ -202,11 +199,10 @@ TRANSPOSE_MODES = ("fused", "triton", "torch")
 
 
 @triton.jit
-def _token_major_copy_tile(x_ptr, out_ptr, head, start_t, stride_xt, stride_xh, stride_oh,
-                           stride_od, total, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
-    """out[h, d, t] = x[t, h, d] (0 for t >= total) for the [BLOCK_T, D] tile of one head whose
-    first token is start_t."""
-    offs_t = start_t + tl.arange(0, BLOCK_T)
+def _token_major_copy_tile(x_ptr, out_ptr, head, stride_xt, stride_xh, stride_oh, stride_od,
+                           total, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
+    """out[h, d, t] = x[t, h, d] (0 for t >= total) for one [BLOCK_T, D] tile of one head."""
+    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.arange(0, HEAD_DIM)
     ok = offs_t < total
     x = tl.load(x_ptr + offs_t.to(tl.int64)[:, None] * stride_xt + head * stride_xh
@@ -222,13 +218,12 @@ def _token_major_copy_kernel(x_ptr, y_ptr, xo_ptr, yo_ptr, stride_xt, stride_xh,
     """Token-major copies of one or two tensors in one launch: grid (tiles, H_X + H_Y), the
     first H_X heads from x, the rest from y."""
     head = tl.program_id(1)
-    start_t = tl.program_id(0) * BLOCK_T
     if head < H_X:
-        _token_major_copy_tile(x_ptr, xo_ptr, head, start_t, stride_xt, stride_xh, stride_xoh,
-                               stride_xod, total, HEAD_DIM, BLOCK_T)
+        _token_major_copy_tile(x_ptr, xo_ptr, head, stride_xt, stride_xh, stride_xoh, stride_xod,
+                               total, HEAD_DIM, BLOCK_T)
     else:
-        _token_major_copy_tile(y_ptr, yo_ptr, head - H_X, start_t, stride_yt, stride_yh,
-                               stride_yoh, stride_yod, total, HEAD_DIM, BLOCK_T)
+        _token_major_copy_tile(y_ptr, yo_ptr, head - H_X, stride_yt, stride_yh, stride_yoh,
+                               stride_yod, total, HEAD_DIM, BLOCK_T)
 
 
 def transpose_mode() -> str:
@@ -279,13 +274,6 @@ def token_major_copies(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         H_X=x.shape[1], HEAD_DIM=d, BLOCK_T=block_t, num_warps=4,
     )
     return tuple(o.view(t.dtype) for o, t in zip(outs, tensors))
-
-
-def token_major_buffer(data: torch.Tensor) -> torch.Tensor:
-    """An empty token_major_copy of data [T, H, D], for a kernel that writes the copy itself
-    (the FP8 dQ kernel's prologue, kernels.attention.prep_mode)."""
-    total, h, d = data.shape
-    return torch.empty((h, d, _padded(total)), dtype=data.dtype, device=data.device)
 
 
 def quantizer_grid(total: int, transposed: bool) -> tuple[int, int]:
