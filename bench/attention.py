@@ -53,8 +53,12 @@ Providers:
                  two timings of the same code come out; named with --providers only
     flamia-mxfp8 flamia.attention(recipe="mxfp8", impl="triton"), quantization included
     flamia-mxfp8 (Gluon dK/dV)  the same with FLAMIA_DKDV_KERNEL=gluon: the warp-specialized Gluon
-                 FP8 dK/dV kernel (one kernel, S^T and P^T once) instead of the triton dV-only and
-                 dK-only kernels; named with --providers only
+                 FP8 dK/dV kernel (one kernel, S^T and P^T once), the default on Hopper since
+                 2026-12-06 (fifteenth session), so there the same code as flamia-mxfp8; named
+                 with --providers only
+    flamia-mxfp8 (triton dK/dV)  the same with FLAMIA_DKDV_KERNEL=triton: the triton dV-only and
+                 dK-only kernels (the default before the fifteenth session); named with
+                 --providers only
     flamia-mxfp8 (LPT order)  the same with FLAMIA_ORDER=longest; named with --providers only
     flamia-mxfp8 (Gluon dK/dV pair steps)  the same with the Gluon FP8 dK/dV kernel in pair
                  steps (FLAMIA_DKDV_KERNEL=gluon, FLAMIA_GLUON_DKDV8=3,pair: two query tiles'
@@ -345,6 +349,7 @@ PROVIDERS = {
     "flamia-bf16 (triton launch)": prep_flamia,
     "flamia-mxfp8": prep_flamia_mxfp8,
     "flamia-mxfp8 (Gluon dK/dV)": prep_flamia_mxfp8,
+    "flamia-mxfp8 (triton dK/dV)": prep_flamia_mxfp8,
     "flamia-mxfp8 (LPT order)": prep_flamia_mxfp8,
     "flamia-mxfp8 (Gluon dK/dV pair steps)": prep_flamia_mxfp8,
     # NVFP4 Q/K are emulated on Hopper: QK^T, dQ, dK run as bf16 MMAs on exact NVFP4 values
@@ -363,6 +368,8 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 # the Gluon FP8 dK/dV kernel (opt-in), the BF16 dK/dV kernel's former lse2/delta
                 # loads (TMA since 2026-12-05), doc tiles (opt-in): H100 runs of 2026-12-05
                 "flamia-mxfp8 (Gluon dK/dV)": {"FLAMIA_DKDV_KERNEL": "gluon"},
+                # the triton FP8 dK/dV kernels (the default until the fifteenth session)
+                "flamia-mxfp8 (triton dK/dV)": {"FLAMIA_DKDV_KERNEL": "triton"},
                 "flamia-bf16 (dK/dV lse by loads)": {"FLAMIA_GLUON_DKDV_LSE": "load"},
                 "flamia-bf16 (doc tiles)": {"FLAMIA_TILES": "doc"},
                 # tiles launched by work alone (the launch order before 2026-12-05 evening)
@@ -412,6 +419,7 @@ DEFAULT_PROVIDERS = [name for name in PROVIDERS if name not in PROVIDER_ENV]
 # near 3e-3; FP8 recipes sit near their input-quantization floor (~4-6%, DESIGN.md s6), so their
 # gate only proves that attention is computed; their precision is the accuracy table's job.
 CHECK_TOL = {"flamia-mxfp8": 0.12, "flamia-mxfp8 (Gluon dK/dV)": 0.12,
+             "flamia-mxfp8 (triton dK/dV)": 0.12,
              "flamia-mxfp8 (LPT order)": 0.12, "flamia-mxfp8 (Gluon dK/dV pair steps)": 0.12,
              "flamia-nvfp4_fp8 (emulated NVFP4)": 0.25}
 

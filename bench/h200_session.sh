@@ -598,6 +598,19 @@ matches_triton_forward or short_documents or doc_tiles_gluon" &
   grep -E "^\| |^(mxfp8|nvfp4|bf16|fp8)|Error" $OUT/bench.log | grep -v "^| ---" | tail -70 \
     | cut -d"|" -f2-7,9,13,15
   ;;
+dkdv8default)  # written 2026-12-06 (fifteenth session): the Gluon FP8 dK/dV kernel as the
+             # default on Hopper: the FP8 GPU tests and the Hopper FP8 rows side by side, then
+             # U(32, 1024) and lognormal 1k in 4 alternating rounds against the triton dK/dV
+             # kernels (~4 min); then the grid phase on the same tree
+  tier fp8 ${TIER_S:-200} tests/test_kernels_fp8.py &
+  tier hopper_fp8 ${TIER_S:-200} tests/test_kernels_hopper.py -k "fp8 or switch" &
+  wait
+  tier_report
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-120} python -m bench.attention --quick \
+    --profile --rounds ${ROUNDS:-4} --dists ${DISTS:-u32_1024 lognormal_1k} --providers \
+    flamia-mxfp8 "flamia-mxfp8 (triton dK/dV)" cudnn-thd --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*_attn_|^###|Error" $OUT/bench.log | grep -v "^| ---" | tail -30
+  ;;
 gputests)  # the whole GPU tier in one call: four pytest processes side by side on the one GPU
           # (compiling kernels is most of their time, and the machine has 16 cores), each with
           # its own log; one process for all of them ran out of a call's time on 2026-12-05.

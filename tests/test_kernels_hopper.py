@@ -67,14 +67,21 @@ def test_fwd_kernel_switch(monkeypatch):
     with pytest.raises(ValueError, match="accepted"):
         K.dq_kernel()
     monkeypatch.delenv("FLAMIA_DKDV_KERNEL", raising=False)
+    monkeypatch.delenv("FLAMIA_FP8_DKDV", raising=False)
     assert K.dkdv_kernel() == ("gluon" if HOPPER else "triton")
-    assert K.dkdv_kernel(fp8=True) == "triton"  # the Gluon FP8 dK/dV kernel only when asked for
+    # the Gluon FP8 dK/dV kernel is the default on Hopper too (since 2026-12-06, fifteenth session)
+    assert K.dkdv_kernel(fp8=True) == ("gluon" if HOPPER else "triton")
+    monkeypatch.setenv("FLAMIA_FP8_DKDV", "fused")  # names a triton FP8 kernel: auto takes it
+    assert K.dkdv_kernel(fp8=True) == "triton"
     monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "gluon")
     if DEVICE == "cpu":
         for fp8 in (False, True):  # dK/dV has a Gluon FP8 kernel too
             with pytest.raises(ValueError, match="TRITON_INTERPRET"):
                 K.dkdv_kernel(fp8=fp8)
     else:
+        with pytest.raises(ValueError, match="set only one of them"):  # gluon and a triton form
+            K.dkdv_kernel(fp8=True)
+        monkeypatch.delenv("FLAMIA_FP8_DKDV")
         assert K.dkdv_kernel(fp8=True) == "gluon"
     monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "Gluon")
     with pytest.raises(ValueError, match="FLAMIA_DKDV_KERNEL='Gluon'; accepted"):
@@ -832,21 +839,24 @@ def test_gluon_fp8_dkdv_is_the_triton_fp8_dkdv(lengths, hq, hkv, d, recipe, pois
     """The warp-specialized Gluon FP8 dK/dV kernel (FLAMIA_DKDV_KERNEL=gluon) computes the
     triton FP8 dK/dV kernels' function on the same tiles: the same MMAs per tile, P'^T and
     dS'^T quantized per row of the same tiles, dK and dV updated as acc + X * scale in the same
-    order (attention_hopper.DKDV8_CONFIG): the same bits as the split kernels (the default)
-    and as the fused one, with every schedule of its partitions (FLAMIA_GLUON_DKDV8=3,pipe: in
-    flight; 3,pair and 2,pair: two query tiles per step, odd ranges and several query heads
-    per kv head in GPU_CASES). Every element written (poisoned outputs)."""
+    order (attention_hopper.DKDV8_CONFIG): the same bits as the triton split kernels and as the
+    fused one, with every schedule of its partitions (FLAMIA_GLUON_DKDV8=3,pipe: in flight;
+    3,pair and 2,pair: two query tiles per step, odd ranges and several query heads per kv head
+    in GPU_CASES), and as the default (no setting: the Gluon kernel on Hopper). Every element
+    written (poisoned outputs)."""
     grads = {}
     gluon = [f"gluon {s}" for s in ("3,pipe", "3,pair", "2,pair")]
-    for name, env in [("split", {"FLAMIA_DKDV_KERNEL": "triton"}),
+    for name, env in [("split", {"FLAMIA_DKDV_KERNEL": "triton"}), ("default", {}),
                       ("fused", {"FLAMIA_DKDV_KERNEL": "triton", "FLAMIA_FP8_DKDV": "fused"}),
                       ("gluon", {"FLAMIA_DKDV_KERNEL": "gluon"})] + [
             (name, {"FLAMIA_DKDV_KERNEL": "gluon", "FLAMIA_GLUON_DKDV8": name.split()[1]})
             for name in gluon]:
+        for key in ("FLAMIA_DKDV_KERNEL", "FLAMIA_FP8_DKDV", "FLAMIA_GLUON_DKDV8"):
+            monkeypatch.delenv(key, raising=False)
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         grads[name] = _fp8_gradients(lengths, hq, hkv, d, recipe)
-    for name in ["fused", "gluon"] + gluon:
+    for name in ["default", "fused", "gluon"] + gluon:
         for t, a, b in zip("dQ dK dV".split(), grads[name], grads["split"]):
             assert torch.isfinite(a).all(), f"{name} {t}: non-finite (unwritten?) elements"
             rel = ((a.float() - b.float()).norm() / b.float().norm()).item()

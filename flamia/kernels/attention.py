@@ -137,15 +137,16 @@ def _is_hopper() -> bool:
     return not INTERPRET and cuda_major() == 9
 
 
-def _kernel_choice(env: str, fp8: bool, gluon_fp8: bool = False) -> str:
+def _kernel_choice(env: str, fp8: bool, gluon_fp8: bool = False,
+                   gluon_fp8_auto: bool = False) -> str:
     """"triton" or "gluon" for a kernel that has both: env = auto (default: gluon on Hopper,
-    else triton), triton or gluon. gluon_fp8: the kernel has a Gluon FP8 variant (the forward),
-    which runs when asked for (env=gluon); otherwise, and with auto, the FP8 recipes run the
-    triton kernel."""
+    else triton), triton or gluon. gluon_fp8: the kernel has a Gluon FP8 variant (the forward,
+    dK/dV), which runs when asked for (env=gluon), and with auto on Hopper if gluon_fp8_auto
+    (dK/dV); otherwise the FP8 recipes run the triton kernel."""
     choice = os.environ.get(env, "auto")
     if choice not in KERNEL_CHOICES:
         raise ValueError(f"{env}={choice!r}; accepted: {KERNEL_CHOICES}")
-    if fp8 and (not gluon_fp8 or choice == "auto"):
+    if fp8 and (not gluon_fp8 or (choice == "auto" and not gluon_fp8_auto)):
         return "triton"
     if choice == "gluon" and INTERPRET:
         raise ValueError(f"{env}=gluon: Gluon kernels do not run under TRITON_INTERPRET")
@@ -175,13 +176,22 @@ def dkdv_kernel(fp8: bool = False) -> str:
     """Which dK/dV kernel runs, "triton" (_attn_bwd_dkdv_kernel) or "gluon"
     (attention_hopper: warp-specialized, same tiles; BF16: 9-17% faster on the H200,
     bench/results/dkdv_variants_20261204_H200.txt; with FLAMIA_DQ=fused the plain Gluon kernel,
-    which adds dQ too): FLAMIA_DKDV_KERNEL=auto (default: gluon on Hopper for BF16, else
-    triton), triton or gluon; read at every launch. The Gluon FP8 dK/dV kernel
+    which adds dQ too): FLAMIA_DKDV_KERNEL=auto (default: gluon on Hopper, else triton),
+    triton or gluon; read at every launch. For the FP8 recipes the Gluon kernel
     (attention_hopper._attn_bwd_dkdv8_hopper_ws_kernel: dK and dV in one kernel, S^T and P^T
-    computed once) runs only when asked for (gluon): bitwise equal to the triton FP8 dK/dV
-    kernels on the GPU (H100, 2026-12-05; tests/test_kernels_hopper.py), 3-4% less dK/dV time
-    there on one document and lognormal 1k (bench/PERFORMANCE_LOG.md)."""
-    return _kernel_choice("FLAMIA_DKDV_KERNEL", fp8, gluon_fp8=True)
+    computed once) computes the triton FP8 dK/dV kernels' bits (GPU test,
+    tests/test_kernels_hopper.py) in 2-5% less fwd+bwd time (H100, 2026-12-06, four workloads,
+    bench/results/attention_20261206-1910_*): the default on Hopper since the fifteenth
+    session; with auto, inputs or settings it does not take (FLAMIA_FP8_MMA other than fast,
+    other tiles) run the triton kernels. FLAMIA_FP8_DKDV (dkdv_parts) names one of the triton
+    FP8 kernels' two forms: with auto it selects them; with gluon it is an error."""
+    choice = _kernel_choice("FLAMIA_DKDV_KERNEL", fp8, gluon_fp8=True, gluon_fp8_auto=True)
+    if fp8 and choice == "gluon" and "FLAMIA_FP8_DKDV" in os.environ:
+        if os.environ.get("FLAMIA_DKDV_KERNEL", "auto") == "auto":
+            return "triton"
+        raise ValueError("FLAMIA_FP8_DKDV chooses between the triton FP8 dK/dV kernels and "
+                         "FLAMIA_DKDV_KERNEL=gluon runs the Gluon one: set only one of them")
+    return choice
 
 
 def _gluon_takes(env: str, why: str | None) -> bool:
@@ -1237,15 +1247,16 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         dqa = torch.zeros((total, hq, d), dtype=torch.float32, device=q.device)
         sem = torch.zeros((hq, triton.cdiv(total, bm)), dtype=torch.int32, device=q.device)
     gluon_dkdv = False
-    if is_fp8 and dkdv_kernel(True) == "gluon":  # only when asked for, so no fallback
+    if is_fp8 and dkdv_kernel(True) == "gluon":
         from . import attention_hopper
         gluon_tiles = attention_hopper.DKDV8_CONFIG[:2]
-        _gluon_takes("FLAMIA_DKDV_KERNEL", _gluon_fp8_mma() or (
+        gluon_dkdv = _gluon_takes("FLAMIA_DKDV_KERNEL", _gluon_fp8_mma() or (
             None if (bm, bn) == gluon_tiles else f"dK/dV tiles {(bm, bn)} (FLAMIA_BWD_BLOCKS), "
-            f"the Gluon FP8 kernel's are {gluon_tiles}"))
-        attention_hopper.attention_dkdv8_hopper(q, k, v, do_in, qt, dot, qrow, skv, seg_end,
-                                                order_dkdv, softmax_scale, dk, dv)
-        gluon_dkdv = True
+            f"the Gluon FP8 kernel's are {gluon_tiles}") or attention_hopper.dkdv8_supports(
+            q, k, v, do_in, qt, dot))
+        if gluon_dkdv:
+            attention_hopper.attention_dkdv8_hopper(q, k, v, do_in, qt, dot, qrow, skv, seg_end,
+                                                    order_dkdv, softmax_scale, dk, dv)
     elif dkdv_kernel(is_fp8) == "gluon":
         from . import attention_hopper
         gluon_tiles = attention_hopper.DKDV_CONFIG[:2]

@@ -3201,14 +3201,8 @@ def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkd
     return dk, dv
 
 
-def attention_dkdv8_hopper(q8, k8, v8, do8, qt, dot, qrow, skv, seg_end, order_dkdv,
-                           softmax_scale, dk, dv):
-    """The FP8 dK/dV kernel (_attn_bwd_dkdv8_hopper_ws_kernel): writes dK, dV (bf16,
-    caller-allocated, contiguous [T, Hkv, D]) as the triton FP8 dK/dV kernels do, from
-    kernels.attention.attention_bwd's FP8 arguments: q8, k8 (E4M3, or bf16 holding
-    nvfp4_fp8's NVFP4 values), v8, do8 (E4M3) [T, H, D]; qt (Q's dtype) and dot (E4M3) the
-    token-contiguous copies [Hq, D, T_pad]; qrow [Hq, T, 4] (lse2, delta, sQ, sdO, the delta
-    kernel's) and skv [Hkv, T, 2]; order_dkdv: launch order of DKDV8_CONFIG[1]-key tiles."""
+def dkdv8_supports(q8, k8, v8, do8, qt, dot) -> str | None:
+    """None if the FP8 dK/dV kernel (attention_dkdv8_hopper) can take these inputs, else why not."""
     why = supports(fp8=("q", "k", "v", "do"), q=q8, k=k8, v=v8, do=do8)
     if why is None and q8.dtype != k8.dtype:
         why = f"q and k must have one dtype, got {q8.dtype} and {k8.dtype}"
@@ -3222,8 +3216,21 @@ def attention_dkdv8_hopper(q8, k8, v8, do8, qt, dot, qrow, skv, seg_end, order_d
             why = (f"{name} must be a token-contiguous copy [H, D, T_pad] in {dtype} (contiguous "
                    f"heads, T_pad >= T a multiple of 16), got {t.dtype} {tuple(t.shape)} "
                    f"strides {t.stride()}")
+    return why
+
+
+def attention_dkdv8_hopper(q8, k8, v8, do8, qt, dot, qrow, skv, seg_end, order_dkdv,
+                           softmax_scale, dk, dv):
+    """The FP8 dK/dV kernel (_attn_bwd_dkdv8_hopper_ws_kernel): writes dK, dV (bf16,
+    caller-allocated, contiguous [T, Hkv, D]) as the triton FP8 dK/dV kernels do, from
+    kernels.attention.attention_bwd's FP8 arguments: q8, k8 (E4M3, or bf16 holding
+    nvfp4_fp8's NVFP4 values), v8, do8 (E4M3) [T, H, D]; qt (Q's dtype) and dot (E4M3) the
+    token-contiguous copies [Hq, D, T_pad]; qrow [Hq, T, 4] (lse2, delta, sQ, sdO, the delta
+    kernel's) and skv [Hkv, T, 2]; order_dkdv: launch order of DKDV8_CONFIG[1]-key tiles."""
+    why = dkdv8_supports(q8, k8, v8, do8, qt, dot)
     if why is not None:
         raise ValueError(why)
+    total, hq, d = q8.shape
     hkv = k8.shape[1]
     assert dk.shape == dv.shape == k8.shape and dk.is_contiguous() and dv.is_contiguous()
     assert dk.dtype == dv.dtype == torch.bfloat16, "dk, dv: bf16"
