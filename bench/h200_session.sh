@@ -611,6 +611,18 @@ dkdv8default)  # written 2026-12-06 (fifteenth session): the Gluon FP8 dK/dV ker
     flamia-mxfp8 "flamia-mxfp8 (triton dK/dV)" cudnn-thd --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^- .*_attn_|^###|Error" $OUT/bench.log | grep -v "^| ---" | tail -30
   ;;
+final15)  # 2026-12-06 (fifteenth session, ~950 s of device time left after failed starts): the
+         # full grid on the final tree (the Gluon FP8 dK/dV kernel as the default on Hopper),
+         # then that kernel's GPU tests (its bits against the triton kernels', the default
+         # included; the kernel switch) (~8 min)
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-400} python -m bench.attention --accuracy \
+    --profile --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^(mxfp8|nvfp4|bf16|fp8)|Error" $OUT/bench.log | grep -v "^| ---" | tail -70 \
+    | cut -d"|" -f2-7,9,13,15,16
+  tier dkdv8 ${TIER_S:-100} tests/test_kernels_hopper.py -k \
+    "gluon_fp8_dkdv_is_the_triton_fp8_dkdv or switch or gluon_fp8_kernels_do_not_leak"
+  tier_report
+  ;;
 gputests)  # the whole GPU tier in one call: four pytest processes side by side on the one GPU
           # (compiling kernels is most of their time, and the machine has 16 cores), each with
           # its own log; one process for all of them ran out of a call's time on 2026-12-05.
