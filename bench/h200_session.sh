@@ -620,7 +620,7 @@ final15)  # 2026-12-06 (fifteenth session, ~950 s of device time left after fail
   grep -E "^\| |^(mxfp8|nvfp4|bf16|fp8)|Error" $OUT/bench.log | grep -v "^| ---" | tail -70 \
     | cut -d"|" -f2-7,9,13,15,16
   tier dkdv8 ${TIER_S:-100} tests/test_kernels_hopper.py -k \
-    "gluon_fp8_dkdv_is_the_triton_fp8_dkdv or switch or gluon_fp8_kernels_do_not_leak"
+    "(gluon_fp8_dkdv_is_the_triton_fp8_dkdv and mxfp8) or switch or (gluon_fp8_kernels_do_not_leak and mxfp8)"
   tier_report
   ;;
 gputests)  # the whole GPU tier in one call: four pytest processes side by side on the one GPU
