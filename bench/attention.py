@@ -365,8 +365,9 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 "flamia-bf16 (triton kernels)": {"FLAMIA_FWD_KERNEL": "triton",
                                                  "FLAMIA_DQ_KERNEL": "triton",
                                                  "FLAMIA_DKDV_KERNEL": "triton"},
-                # the Gluon FP8 dK/dV kernel (opt-in), the BF16 dK/dV kernel's former lse2/delta
-                # loads (TMA since 2026-12-05), doc tiles (opt-in): H100 runs of 2026-12-05
+                # the Gluon FP8 dK/dV kernel (opt-in until the fifteenth session, now the default
+                # on Hopper), the BF16 dK/dV kernel's former lse2/delta loads (TMA since
+                # 2026-12-05), doc tiles (opt-in): H100 runs of 2026-12-05
                 "flamia-mxfp8 (Gluon dK/dV)": {"FLAMIA_DKDV_KERNEL": "gluon"},
                 # the triton FP8 dK/dV kernels (the default until the fifteenth session)
                 "flamia-mxfp8 (triton dK/dV)": {"FLAMIA_DKDV_KERNEL": "triton"},

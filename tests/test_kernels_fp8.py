@@ -89,7 +89,8 @@ CASES = {
 }
 
 
-# dkdv: the default pair of dV-only and dK-only kernels, or the fused dK/dV kernel
+# dkdv: the triton FP8 dK/dV kernels, as a dV-only and a dK-only kernel or one fused kernel
+# (FLAMIA_FP8_DKDV names them, so they run on Hopper too, where the Gluon kernel is the default)
 @pytest.mark.parametrize("recipe,case,dkdv", [("mxfp8", 0, "split"), ("mxfp8", 1, "split"),
                                               ("nvfp4_fp8", 0, "split"), ("mxfp8", 0, "fused")])
 def test_fp8_kernel_matches_reference_recipe(recipe, case, dkdv, poisoned, monkeypatch):
