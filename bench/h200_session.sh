@@ -79,7 +79,8 @@
 # Run 2026-12-06 (fifteenth session, H100s only, after three tries got none): prep (the FP8 dQ
 # prologue against the prologue kernel: no faster, reverted; the phase is gone with it), then
 # final15 (the grid with the Gluon FP8 dK/dV kernel as the default; its tests ran out of the
-# step's 100 s while compiling and passed in a second call). Next session: grid on an H200 if
+# step's 100 s while compiling and passed in a second call); dkdv8default was written but not
+# run (final15 took its place after failed starts). Next session: grid on an H200 if
 # one is lent, then python -m bench.summary on its JSON.
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
