@@ -1256,7 +1256,8 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             q, k, v, do_in, qt, dot))
         if gluon_dkdv:
             attention_hopper.attention_dkdv8_hopper(q, k, v, do_in, qt, dot, qrow, skv, seg_end,
-                                                    order_dkdv, softmax_scale, dk, dv)
+                                                    order_dkdv, softmax_scale, dk, dv,
+                                                    checked=True)
     elif dkdv_kernel(is_fp8) == "gluon":
         from . import attention_hopper
         gluon_tiles = attention_hopper.DKDV_CONFIG[:2]

@@ -3220,14 +3220,15 @@ def dkdv8_supports(q8, k8, v8, do8, qt, dot) -> str | None:
 
 
 def attention_dkdv8_hopper(q8, k8, v8, do8, qt, dot, qrow, skv, seg_end, order_dkdv,
-                           softmax_scale, dk, dv):
+                           softmax_scale, dk, dv, checked=False):
     """The FP8 dK/dV kernel (_attn_bwd_dkdv8_hopper_ws_kernel): writes dK, dV (bf16,
     caller-allocated, contiguous [T, Hkv, D]) as the triton FP8 dK/dV kernels do, from
     kernels.attention.attention_bwd's FP8 arguments: q8, k8 (E4M3, or bf16 holding
     nvfp4_fp8's NVFP4 values), v8, do8 (E4M3) [T, H, D]; qt (Q's dtype) and dot (E4M3) the
     token-contiguous copies [Hq, D, T_pad]; qrow [Hq, T, 4] (lse2, delta, sQ, sdO, the delta
-    kernel's) and skv [Hkv, T, 2]; order_dkdv: launch order of DKDV8_CONFIG[1]-key tiles."""
-    why = dkdv8_supports(q8, k8, v8, do8, qt, dot)
+    kernel's) and skv [Hkv, T, 2]; order_dkdv: launch order of DKDV8_CONFIG[1]-key tiles.
+    checked: the caller has just had dkdv8_supports accept these inputs (one host check less)."""
+    why = None if checked else dkdv8_supports(q8, k8, v8, do8, qt, dot)
     if why is not None:
         raise ValueError(why)
     total, hq, d = q8.shape
