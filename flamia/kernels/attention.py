@@ -1247,7 +1247,8 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         dqa = torch.zeros((total, hq, d), dtype=torch.float32, device=q.device)
         sem = torch.zeros((hq, triton.cdiv(total, bm)), dtype=torch.int32, device=q.device)
     gluon_dkdv = False
-    if is_fp8 and dkdv_kernel(True) == "gluon":
+    dkdv_choice = dkdv_kernel(is_fp8)
+    if is_fp8 and dkdv_choice == "gluon":
         from . import attention_hopper
         gluon_tiles = attention_hopper.DKDV8_CONFIG[:2]
         gluon_dkdv = _gluon_takes("FLAMIA_DKDV_KERNEL", _gluon_fp8_mma() or (
@@ -1258,7 +1259,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             attention_hopper.attention_dkdv8_hopper(q, k, v, do_in, qt, dot, qrow, skv, seg_end,
                                                     order_dkdv, softmax_scale, dk, dv,
                                                     checked=True)
-    elif dkdv_kernel(is_fp8) == "gluon":
+    elif dkdv_choice == "gluon":
         from . import attention_hopper
         gluon_tiles = attention_hopper.DKDV_CONFIG[:2]
         why = attention_hopper.supports(q=q, k=k, v=v, do=do) or (
