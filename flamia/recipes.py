@@ -12,6 +12,9 @@ A recipe is described by
     "mx_seqblock"  E4M3 data, one E8M0 scale per 32 consecutive tokens per channel, blocks aligned
                    to the packed layout and blind to segment boundaries (LEAKY control)
     "tensorwise"   E4M3 data, one fp32 scale amax/448 per tensor (LEAKY control)
+    "fp32_token"   E4M3 data, one fp32 scale amax/448 per (token, head): torchao's "rowwise"
+                   float8 scaling; not an MX scale (not a power of two), so a token's largest
+                   element maps to E4M3's 448 exactly instead of to (224, 448]
 - how the in-register operands P', dS' and their transposes are rounded (``inreg``):
     "bf16"         rounded to bf16 (FlashAttention-2's choice)
     "fp32"         not rounded: a diagnostic variant (no kernel), e.g. to check the backward's
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 
 __all__ = ["Recipe", "RECIPES", "SAFE_RECIPES", "LEAKY_RECIPES", "get_recipe"]
 
-INPUT_SCALINGS = ("bf16", "mx_token", "nvfp4_token", "mx_seqblock", "tensorwise")
+INPUT_SCALINGS = ("bf16", "mx_token", "nvfp4_token", "mx_seqblock", "tensorwise", "fp32_token")
 INREG_FORMATS = ("bf16", "e4m3", "fp32")
 
 
@@ -86,6 +89,11 @@ RECIPES: dict[str, Recipe] = {
             "nvfp4_fp8", "nvfp4_token", "nvfp4_token", "mx_token", "mx_token", inreg="e4m3",
             description="Q, K in NVFP4 with a per-token second-level scale; V, dO, P', dS' as in "
             "mxfp8",
+        ),
+        Recipe(
+            "fp8_rowwise", "fp32_token", "fp32_token", "fp32_token", "fp32_token", inreg="e4m3",
+            description="mxfp8 with fp32 per-(token, head) scales amax/448 instead of E8M0 ones "
+            "(torchao's rowwise float8 scaling): what power-of-two scales cost; reference only",
         ),
         Recipe(
             "mxfp8_seqblock", "mx_token", "mx_token", "mx_seqblock", "mx_seqblock", inreg="e4m3",

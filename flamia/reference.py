@@ -116,6 +116,11 @@ def quantize_operand(x: torch.Tensor, scaling: str) -> tuple[torch.Tensor, torch
         return _quantize_nvfp4_token(x)
     if scaling == "mx_seqblock":
         return _quantize_seqblock(x), ones
+    if scaling == "fp32_token":
+        amax = x.abs().amax(dim=-1)
+        s = amax / torch.full_like(amax, E4M3.max_normal)  # IEEE on every device (see above)
+        s = torch.where((s == 0) | ~torch.isfinite(s), torch.ones_like(s), s)
+        return round_to_format(x / s[..., None], E4M3), s
     if scaling == "tensorwise":
         amax = x.abs().amax()
         s = amax / torch.full_like(amax, E4M3.max_normal)  # IEEE on every device (see above)

@@ -7,8 +7,10 @@ per-token relative error of O, per recipe and input kind (standard normal; Flash
 outliers, 0.1% of entries from N(0, 10^2); 10% of tokens scaled by 2^-12). Each FP8 recipe's
 floor is the error of exact attention computed on its quantize-dequantized Q, K, V (and dO for
 the gradients). Checks: mxfp8 within 1.5x its floor, and no worse than fp8_tensorwise (within 10%)
-on every tensor and input kind. Leakage: the probes of ``flamia.probes`` on adversarial
-boundaries, exactly 0 for safe recipes and non-zero for the leaky controls.
+on every tensor and input kind. fp8_rowwise (reference only) is mxfp8 with fp32 per-token scales
+instead of E8M0 ones: its rows show what power-of-two scales cost. Leakage: the probes of
+``flamia.probes`` on adversarial boundaries, exactly 0 for safe recipes and non-zero for the
+leaky controls.
 Exits 1 if any check fails.
 """
 
@@ -28,7 +30,10 @@ from .reference import attention_forward_backward, exact_attention, quantize_ope
 
 INPUT_KINDS = ("normal", "outliers", "small_tokens")
 TENSORS = ("O", "dQ", "dK", "dV")
-REPORT_RECIPES = ("bf16", "mxfp8", "nvfp4_fp8", "fp8_tensorwise", "mxfp8_seqblock")
+REPORT_RECIPES = (
+    "bf16", "mxfp8", "nvfp4_fp8", "fp8_rowwise", "fp8_tensorwise", "mxfp8_seqblock"
+)
+FLOOR_RECIPES = ("mxfp8", "nvfp4_fp8", "fp8_rowwise")
 FLOOR_FACTOR = 1.5
 TENSORWISE_FACTOR = 1.10
 
@@ -83,7 +88,7 @@ def accuracy_rows(impl="reference", total=512, hq=2, hkv=2, d=128, seed=0, devic
             )
             rows.append({"input": kind, "recipe": name, "impl": use, **_errors(got, ref)})
             rec = get_recipe(name)
-            if name in ("mxfp8", "nvfp4_fp8"):
+            if name in FLOOR_RECIPES:
                 deq = [_dequantized(t, s) for t, s in zip((q, k, v), (rec.q, rec.k, rec.v))]
                 floor = attention_forward_backward(
                     exact_attention, *deq, _dequantized(do, rec.do), cu
@@ -127,12 +132,12 @@ def leakage_rows(impl="reference", total=320, hq=4, hkv=2, d=64, seed=0, device=
 
 def format_accuracy(rows) -> str:
     cols = list(TENSORS) + ["O_worst_token"]
-    head = (f"| {'input':<12} | {'recipe':<16} | {'impl':<9} | "
+    head = (f"| {'input':<12} | {'recipe':<17} | {'impl':<9} | "
             + " | ".join(f"{c:>13}" for c in cols) + " |")
     lines = [head, "|---|---|---|" + "---:|" * len(cols)]
     for r in rows:
         lines.append(
-            f"| {r['input']:<12} | {r['recipe']:<16} | {r.get('impl', ''):<9} | "
+            f"| {r['input']:<12} | {r['recipe']:<17} | {r.get('impl', ''):<9} | "
             + " | ".join(f"{100 * r[c]:>12.3f}%" for c in cols) + " |"
         )
     return "\n".join(lines)

@@ -72,7 +72,7 @@ def test_cu_seqlens_on_wrong_device_is_rejected():
 
 
 def test_recipes_are_listed():
-    assert set(flamia.SAFE_RECIPES) == {"bf16", "mxfp8", "nvfp4_fp8"}
+    assert set(flamia.SAFE_RECIPES) == {"bf16", "mxfp8", "nvfp4_fp8", "fp8_rowwise"}
     assert set(flamia.LEAKY_RECIPES) == {"mxfp8_seqblock", "fp8_tensorwise"}
 
 
