@@ -1117,7 +1117,7 @@ def attention_fwd(q, k, v, seg_start, order_fwd, softmax_scale, fp8=None, seg_en
             if _gluon_takes("FLAMIA_FWD_KERNEL", why):
                 return attention_hopper.attention_fwd_hopper(q, k, v, seg_start, order_fwd,
                                                              softmax_scale, o, lse, seg_end, doc,
-                                                             short_docs)
+                                                             short_docs, checked=True)
             # The triton forward takes over, if the plan's query tiles (the Gluon ones) fit it.
             triton_m, block_n = _blocks("fwd", d, False)
             if triton_m != block_m:
@@ -1166,7 +1166,7 @@ def _gluon_dq(q, k, v, do, lse, delta, seg_start, seg_end, order_dq, softmax_sca
     """The Gluon dQ kernel into dq; with ``o`` it also computes delta and writes it to delta."""
     from . import attention_hopper
     attention_hopper.attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq,
-                                         softmax_scale, dq, seg_end, doc, o=o)
+                                         softmax_scale, dq, seg_end, doc, o=o, checked=True)
 
 
 def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq, softmax_scale,
@@ -1269,7 +1269,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
         if gluon_dkdv:
             attention_hopper.attention_dkdv_hopper(
                 q, k, v, do, lse, delta, seg_start, seg_end, order_dkdv, softmax_scale, dk, dv,
-                *((dqa, sem) if fused_dq else (None, None)), doc_tiles=doc)
+                *((dqa, sem) if fused_dq else (None, None)), doc_tiles=doc, checked=True)
     if not gluon_dkdv:
         if not fused_dq:
             # unused by the triton dK/dV kernel; own tensors, as the autotuner zeroes them

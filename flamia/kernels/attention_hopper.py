@@ -2965,7 +2965,7 @@ def _query_rows_view(qrow: torch.Tensor, block_m: int) -> TensorDescriptor:
 def supports(fp8: tuple[str, ...] = (), **tensors: torch.Tensor) -> str | None:
     """None if the Gluon kernels can take these [T, H, D] inputs (by name: q, k, v, do), else
     why not. ``fp8``: the names that may also be E4M3 (float8_e4m3fn) rather than bfloat16."""
-    # Called for every launch (twice: kernels.attention asks first): one stride() per tensor
+    # Called once per launch: kernels.attention asks, then passes checked=True to the launcher
     first = next(iter(tensors.values()))
     if cuda_major(first.device) != 9:
         return "the Gluon kernels need a GPU of compute capability 9.x (Hopper)"
@@ -2985,12 +2985,13 @@ def supports(fp8: tuple[str, ...] = (), **tensors: torch.Tensor) -> str | None:
 
 
 def attention_fwd_hopper(q, k, v, seg_start, order_fwd, softmax_scale, o, lse, seg_end=None,
-                         doc_tiles=False, short_docs=False):
+                         doc_tiles=False, short_docs=False, checked=False):
     """Writes O [T, Hq, D] bf16 and lse2 [Hq, T] float32 (allocated by the caller,
     kernels.attention.attention_fwd), as the triton BF16 forward does; order_fwd: launch order
     of the query tiles of config(short_docs)'s BLOCK_M (doc_tiles: their first rows, see
-    kernels.attention.doc_tiles; seg_end needed)."""
-    why = supports(q=q, k=k, v=v)
+    kernels.attention.doc_tiles; seg_end needed). checked: the caller has just had supports()
+    accept these inputs (one host check less)."""
+    why = None if checked else supports(q=q, k=k, v=v)
     if why is not None:
         raise ValueError(why)
     total, hq, d = q.shape
@@ -3079,13 +3080,14 @@ def attention_fwd8_hopper(q8, k8, vt8, sq, skv, seg_start, order_fwd, softmax_sc
 
 
 def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_scale, dq,
-                        seg_end=None, doc_tiles=False, o=None):
+                        seg_end=None, doc_tiles=False, o=None, checked=False):
     """Writes dQ (bf16, caller-allocated, contiguous) as kernels.attention's dQ kernel does;
     lse2, delta: [Hq, T] float32 with unit stride along T; order_dq: launch order of the
     DQ_CONFIG[0]-query tiles (doc_tiles: see attention_fwd_hopper). With ``o`` (the forward's
     output, contiguous [T, Hq, D]): also computes delta = rowsum(dO * O) and writes it into
-    ``delta`` (the delta kernel's bits, _row_delta) instead of reading it."""
-    why = supports(q=q, k=k, v=v, do=do)
+    ``delta`` (the delta kernel's bits, _row_delta) instead of reading it. checked: as in
+    attention_fwd_hopper."""
+    why = None if checked else supports(q=q, k=k, v=v, do=do)
     if why is not None:
         raise ValueError(why)
     total, hq, d = q.shape
@@ -3133,7 +3135,8 @@ def attention_dq_hopper(q, k, v, do, lse, delta, seg_start, order_dq, softmax_sc
 
 
 def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkdv,
-                          softmax_scale, dk, dv, dqa=None, sem=None, doc_tiles=False):
+                          softmax_scale, dk, dv, dqa=None, sem=None, doc_tiles=False,
+                          checked=False):
     """Writes dK, dV (bf16, caller-allocated, contiguous [T, Hkv, D]) as kernels.attention's BF16
     dK/dV kernel does; lse2, delta: [Hq, T] float32 with unit stride along T; order_dkdv: launch
     order of the DKDV_CONFIG[1]-key tiles. With ``dqa`` (fp32 [T, Hq, D], contiguous, zeroed)
@@ -3141,8 +3144,9 @@ def attention_dkdv_hopper(q, k, v, do, lse, delta, seg_start, seg_end, order_dkd
     the softmax scale) into dqa, in key-tile order (FLAMIA_DQ=fused; order_dkdv must then be
     ops._ordered_longest_first's). doc_tiles (kernels.attention.doc_tiles): order_dkdv holds
     the key tiles' first keys; the warp-specialized kernel only. Which kernel: dkdv_pipeline
-    and dkdv_persistent (grid tiles: the persistent one by default)."""
-    why = supports(q=q, k=k, v=v, do=do)
+    and dkdv_persistent (grid tiles: the persistent one by default). checked: as in
+    attention_fwd_hopper."""
+    why = None if checked else supports(q=q, k=k, v=v, do=do)
     if why is not None:
         raise ValueError(why)
     total, hq, d = q.shape
