@@ -63,6 +63,8 @@ Providers:
     flamia-mxfp8 (Gluon dK/dV pair steps)  the same with the Gluon FP8 dK/dV kernel in pair
                  steps (FLAMIA_DKDV_KERNEL=gluon, FLAMIA_GLUON_DKDV8=3,pair: two query tiles'
                  element-wise chains side by side per step); named with --providers only
+    flamia-fp8_rowwise  recipe="fp8_rowwise": mxfp8's kernels on fp32 per-token scales (not
+                 E8M0); named with --providers only
     flamia-nvfp4_fp8 (emulated NVFP4): recipe="nvfp4_fp8"; Hopper has no FP4 MMA, so its QK^T,
                  dQ and dK run as bf16 MMAs on the exact NVFP4 values (PV, dP, dV on FP8 units)
     flex         torch.compile(flex_attention) with a document-causal block mask
@@ -158,6 +160,10 @@ def prep_flamia(q, k, v, cu, lengths, L, recipe="bf16"):
 
 def prep_flamia_mxfp8(q, k, v, cu, lengths, L):
     return prep_flamia(q, k, v, cu, lengths, L, recipe="mxfp8")
+
+
+def prep_flamia_fp8_rowwise(q, k, v, cu, lengths, L):
+    return prep_flamia(q, k, v, cu, lengths, L, recipe="fp8_rowwise")
 
 
 def prep_flamia_nvfp4(q, k, v, cu, lengths, L):
@@ -352,6 +358,7 @@ PROVIDERS = {
     "flamia-mxfp8 (triton dK/dV)": prep_flamia_mxfp8,
     "flamia-mxfp8 (LPT order)": prep_flamia_mxfp8,
     "flamia-mxfp8 (Gluon dK/dV pair steps)": prep_flamia_mxfp8,
+    "flamia-fp8_rowwise": prep_flamia_fp8_rowwise,
     # NVFP4 Q/K are emulated on Hopper: QK^T, dQ, dK run as bf16 MMAs on exact NVFP4 values
     "flamia-nvfp4_fp8 (emulated NVFP4)": prep_flamia_nvfp4,
     "flex": prep_flex,
@@ -399,6 +406,9 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 # flamia-bf16 again, timed as another provider: the difference between the two
                 # rows is the timing's noise (a GPU that throttles under load: H100, 2026-12-06)
                 "flamia-bf16 (A/A control)": {},
+                # mxfp8 with fp32 per-token scales (2026-12-06, sixteenth session): its speed
+                # against mxfp8's, named with --providers only
+                "flamia-fp8_rowwise": {},
                 # the Gluon kernels launched through their compiled kernels' launchers
                 # (flamia/kernels/launch.py; the default since 2026-12-06, thirteenth session)
                 # and through triton's JIT launch (the default before)
@@ -422,6 +432,7 @@ DEFAULT_PROVIDERS = [name for name in PROVIDERS if name not in PROVIDER_ENV]
 CHECK_TOL = {"flamia-mxfp8": 0.12, "flamia-mxfp8 (Gluon dK/dV)": 0.12,
              "flamia-mxfp8 (triton dK/dV)": 0.12,
              "flamia-mxfp8 (LPT order)": 0.12, "flamia-mxfp8 (Gluon dK/dV pair steps)": 0.12,
+             "flamia-fp8_rowwise": 0.12,
              "flamia-nvfp4_fp8 (emulated NVFP4)": 0.25}
 
 

@@ -128,10 +128,9 @@ def attention(
             forward takes its short-document tiles when it is at most 1024
             (kernels.attention.fwd_short_docs). It changes speed and rounding only (O within
             ~1e-5 relative of the other tiles'); what is attended never depends on it.
-        recipe: one of ``flamia.RECIPES`` ("bf16", "mxfp8", "nvfp4_fp8"; "fp8_rowwise", mxfp8
-            with fp32 per-token scales, has no kernel: the reference runs it, to measure what
-            E8M0 scales cost; the leaky controls "mxfp8_seqblock" and "fp8_tensorwise" exist
-            for the probes, never train with them).
+        recipe: one of ``flamia.RECIPES`` ("bf16", "mxfp8", "nvfp4_fp8", "fp8_rowwise":
+            mxfp8 with fp32 per-token scales instead of E8M0 ones; the leaky controls
+            "mxfp8_seqblock" and "fp8_tensorwise" exist for the probes, never train with them).
         softmax_scale: defaults to D ** -0.5.
         impl: "auto", "triton" or "reference".
 

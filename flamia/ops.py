@@ -4,8 +4,8 @@
                           softmax_scale, recipe, short_docs) -> (o, lse2)
     flamia::attention_bwd(do, q, k, v, o, lse2, seg_start, seg_end, order_dkdv, order_dq,
                           softmax_scale, recipe) -> (dq, dk, dv)                      (bf16)
-    flamia::attention_fwd_fp8 / attention_bwd_fp8: the same for mxfp8 and nvfp4_fp8, with the
-        fused quantizers inside; the forward also returns the quantized tensors it saves
+    flamia::attention_fwd_fp8 / attention_bwd_fp8: the same for mxfp8, nvfp4_fp8 and
+        fp8_rowwise, with the fused quantizers inside; the forward also returns the quantized tensors it saves
         (data and scales of Q, K, V, K's and V's scales packed as [Hkv, T, 2] rows: about
         0.64x the bytes the bf16 op saves, see bench/activation_memory.py)
     flamia::batch_plan(cu_seqlens, total, head_dim, fp8, dq_fused, doc_tiles, order, short_docs):
@@ -41,12 +41,23 @@ from .kernels.quantize import quantize_qkv, token_major_copies
 
 __all__ = ["TRITON_RECIPES", "triton_attention", "BatchPlan", "batch_plan"]
 
-TRITON_RECIPES: tuple[str, ...] = ("bf16", "mxfp8", "nvfp4_fp8")
-FP8_RECIPES = ("mxfp8", "nvfp4_fp8")
+TRITON_RECIPES: tuple[str, ...] = ("bf16", "mxfp8", "nvfp4_fp8", "fp8_rowwise")
+FP8_RECIPES = ("mxfp8", "nvfp4_fp8", "fp8_rowwise")
 # Q and K are per-token MXFP8 (mxfp8) or NVFP4 (nvfp4_fp8); V and dO are per-token MXFP8 in both.
 # nvfp4_fp8's Q/K data are E2M1 x UE4M3 values held exactly in bf16: Hopper has no FP4 MMA, so
 # QK^T, dQ = dS K and dK = dS^T Q run as bf16 MMAs on those values (emulated NVFP4); PV, dP, dV
-# use FP8 units.
+# use FP8 units. fp8_rowwise is mxfp8 with fp32 per-token scales amax / 448 (not E8M0): the same
+# kernels, which take per-token scales as fp32 factors, on another quantizer's output.
+
+
+def _fp8_scales(recipe: str) -> dict:
+    """The quantizer settings of an FP8 recipe; fp8_rowwise refused where its scales cannot go."""
+    fp32_scale = recipe == "fp8_rowwise"
+    if fp32_scale and K.FP8_MMA_MODES[K.fp8_mma_mode()] == "mx":
+        raise ValueError("fp8_rowwise's fp32 per-token scales are not E8M0 block scales, so the "
+                         "block-scaled MMA (FLAMIA_FP8_MMA=mx, the default from compute "
+                         "capability 10) cannot take them; set FLAMIA_FP8_MMA=fast or precise")
+    return {"qk_nvfp4": recipe == "nvfp4_fp8", "fp32_scale": fp32_scale}
 
 
 class BatchPlan:
@@ -320,7 +331,8 @@ attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
 # ------------------------------------------------------------------------------------------
-# FP8 (mxfp8, nvfp4_fp8): fused quantization of Q, K, V in the forward and of dO in the backward.
+# FP8 (mxfp8, nvfp4_fp8, fp8_rowwise): fused quantization of Q, K, V in the forward and of dO
+# in the backward.
 # The forward saves the quantized tensors (E4M3 / NVFP4 data and per-token scales) for the
 # backward instead of the bf16 inputs. The token-major copies the backward's MMAs read (Q, K,
 # dO) are made in the backward, so they are never held between forward and backward; V's copy
@@ -343,7 +355,7 @@ def _fwd_fp8(
         raise ValueError("short_docs=True selects the BF16 forward's short-document tiles; the FP8 "
                          "recipes' key tiles are the recipe's P' groups: pass False")
     # One launch for the three quantizers (the host's launch time shows on short documents).
-    q8, sq, k8, v8, vt8, skv = quantize_qkv(q, k, v, qk_nvfp4=recipe == "nvfp4_fp8")
+    q8, sq, k8, v8, vt8, skv = quantize_qkv(q, k, v, **_fp8_scales(recipe))
     o, lse = K.attention_fwd(q8, k8, None, seg_start, order_fwd, softmax_scale,
                              fp8={"sq": sq, "skv": skv, "vt": vt8,
                                   "qk_bf16": recipe == "nvfp4_fp8"})
@@ -359,7 +371,8 @@ def _bwd_fp8(
     _check_recipe(recipe, FP8_RECIPES)
     qt8, kt8 = token_major_copies(q8, k8)  # one launch for both
     # dO is quantized by the backward itself, in one kernel with delta (K.attention_bwd)
-    fp8 = {"qt": qt8, "kt": kt8, "sq": sq, "skv": skv, "qk_bf16": recipe == "nvfp4_fp8"}
+    fp8 = {"qt": qt8, "kt": kt8, "sq": sq, "skv": skv, "qk_bf16": recipe == "nvfp4_fp8",
+           "fp32_scale": _fp8_scales(recipe)["fp32_scale"]}
     return K.attention_bwd(do, q8, k8, v8, o, lse, seg_start, seg_end, order_dkdv, order_dq,
                            softmax_scale, fp8=fp8)
 
@@ -378,7 +391,7 @@ def _(q, k, v, seg_start, seg_end, order_fwd, order_dkdv, order_dq, softmax_scal
     total, hq, d = q.shape
     hkv = k.shape[1]
     f8 = lambda *shape: q.new_empty(shape, dtype=FP8_STORAGE)
-    qk = f8 if recipe == "mxfp8" else (lambda *shape: q.new_empty(shape, dtype=torch.bfloat16))
+    qk = f8 if recipe != "nvfp4_fp8" else (lambda *shape: q.new_empty(shape, dtype=torch.bfloat16))
     f32 = lambda *shape: q.new_empty(shape, dtype=torch.float32)
     return (q.new_empty(q.shape, dtype=torch.bfloat16), f32(hq, total),
             qk(total, hq, d), f32(hq, total), qk(total, hkv, d), f8(total, hkv, d),

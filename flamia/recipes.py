@@ -93,7 +93,7 @@ RECIPES: dict[str, Recipe] = {
         Recipe(
             "fp8_rowwise", "fp32_token", "fp32_token", "fp32_token", "fp32_token", inreg="e4m3",
             description="mxfp8 with fp32 per-(token, head) scales amax/448 instead of E8M0 ones "
-            "(torchao's rowwise float8 scaling): what power-of-two scales cost; reference only",
+            "(torchao's rowwise float8 scaling): what power-of-two scales cost; not MX",
         ),
         Recipe(
             "mxfp8_seqblock", "mx_token", "mx_token", "mx_seqblock", "mx_seqblock", inreg="e4m3",

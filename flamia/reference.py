@@ -151,7 +151,9 @@ def _round_inreg(x: torch.Tensor, recipe: Recipe | None, fold_cols: torch.Tensor
 def _logits2(qd, sq, kd, sk, mask, scale):
     """Base-2 logits x = S log2(e) with the mask applied (-inf where not visible)."""
     s = torch.matmul(qd, kd.transpose(-1, -2))
-    x = s * (sq[:, :, None] * sk[:, None, :]) * (scale * LOG2E)
+    # (S sK) (sQ scale log2 e): the order of the forward and dQ kernels (one rounding for E8M0
+    # scales, whose products are exact; fp32 ones round in this order there too)
+    x = s * sk[:, None, :] * (sq * (scale * LOG2E))[:, :, None]
     return x.masked_fill(~mask, float("-inf"))
 
 
@@ -172,11 +174,14 @@ def _backward_chunk(qd, sq, kd, sk, vd, sv, dod, sdo, do16, v16, o, do_delta, ls
     if recipe is not None and recipe.dp_bf16:
         dp = torch.matmul(do16, v16.transpose(-1, -2))
     else:
-        dp = torch.matmul(dod, vd.transpose(-1, -2)) * (sdo[:, :, None] * sv[:, None, :])
+        # sdO, then sV, in the kernels' order (one rounding each; exact for E8M0 scales, not
+        # for fp8_rowwise's fp32 ones)
+        dp = torch.matmul(dod, vd.transpose(-1, -2)) * sdo[:, :, None] * sv[:, None, :]
     # delta = rowsum(dO * O) (FlashAttention's identity rowsum(P * dP) = rowsum(dO * O)), with the
     # same dO that dP is computed from: for FP8 recipes the quantized dO', so that every row of dS
-    # sums to zero and the backward is the gradient of <O, dO'> (see _backward).
-    delta = (do_delta * o).sum(dim=-1)
+    # sums to zero and the backward is the gradient of <O, dO'> (see _backward). do_delta is
+    # (data, per-row factor): rowsum(data * O) times the factor, the kernels' order.
+    delta = (do_delta[0] * o).sum(dim=-1) * do_delta[1]
     ds = p * (dp - delta[..., None])
     dv = torch.matmul(_round_inreg(p.transpose(-1, -2), recipe, sdo), dod)
     dq = torch.matmul(_round_inreg(ds, recipe, sk), kd) * scale
@@ -237,7 +242,7 @@ def _backward(q, k, v, o, lse2, do, cu_seqlens, scale, recipe):
     do16, o16 = hm(do.to(work)), hm(o.to(work))
     # dO as dP = dO V^T sees it: bf16 dO, or the dequantized dO' (power-of-two scales: exact).
     uses_quantized_do = recipe is not None and recipe.do != "bf16" and not recipe.dp_bf16
-    do_delta = dod * sdo[..., None] if uses_quantized_do else do16
+    do_delta = (dod, sdo) if uses_quantized_do else (do16, torch.ones_like(sdo))
     group = hq // hkv
     v16 = hm(v.to(work)).repeat_interleave(group, dim=0)
     dqs, dks, dvs = [], [], []
@@ -245,7 +250,7 @@ def _backward(q, k, v, o, lse2, do, cu_seqlens, scale, recipe):
         sl = slice(h0, h1)
         dq, dk, dv = _backward_chunk(
             qd[sl], sq[sl], kd[sl], sk[sl], vd[sl], sv[sl], dod[sl], sdo[sl], do16[sl],
-            v16[sl], o16[sl], do_delta[sl], lse2[sl], mask, scale, recipe,
+            v16[sl], o16[sl], (do_delta[0][sl], do_delta[1][sl]), lse2[sl], mask, scale, recipe,
         )
         dqs.append(dq)
         dks.append(dk)

@@ -4,6 +4,7 @@
     flamia-bf16        flamia.attention(recipe="bf16")
     flamia-mxfp8       flamia.attention(recipe="mxfp8")
     flamia-nvfp4_fp8   flamia.attention(recipe="nvfp4_fp8")
+    flamia-fp8_rowwise flamia.attention(recipe="fp8_rowwise"): mxfp8 with fp32 per-token scales
     flamia-mxfp8_seqblock, flamia-fp8_tensorwise
                        the leaky control recipes: for the leakage probes only, never to train
     sdpa, flex, varlen torchtitan's own attention (outside baselines); sdpa is causal within a row
@@ -26,6 +27,7 @@ FLAMIA_BACKENDS = {
     "flamia-bf16": ("bf16", "auto"),
     "flamia-mxfp8": ("mxfp8", "auto"),
     "flamia-nvfp4_fp8": ("nvfp4_fp8", "auto"),
+    "flamia-fp8_rowwise": ("fp8_rowwise", "auto"),
     "flamia-mxfp8_seqblock": ("mxfp8_seqblock", "auto"),
     "flamia-fp8_tensorwise": ("fp8_tensorwise", "auto"),
 }

@@ -65,7 +65,7 @@ SEQ_LEN_MULTIPLE = 64
 class Flamia:
     attention: str = "bf16-reference"
     """Attention backend (model.attention.BACKENDS): bf16-reference, flamia-bf16, flamia-mxfp8,
-    flamia-nvfp4_fp8, or torchtitan's sdpa / flex / varlen."""
+    flamia-nvfp4_fp8, flamia-fp8_rowwise, or torchtitan's sdpa / flex / varlen."""
     corpus: str = "python-docs"
     """Embedded corpus (python-docs, linux, default), a local file/dir/glob, or hf:NAME."""
     tokenizer_corpus: str = ""

@@ -607,16 +607,17 @@ def _attn_bwd_delta_kernel(o_ptr, do_ptr, sdo_ptr, lse_ptr, sq_ptr, delta_ptr, q
 def _attn_bwd_prep8_kernel(do_ptr, o_ptr, do8_ptr, sdo_ptr, dot_ptr, lse_ptr, sq_ptr, delta_ptr,
                            qrow_ptr, stride_dot, stride_doh, stride_ot, stride_oh, stride_d8t,
                            stride_d8h, stride_lh, stride_rh, stride_th, stride_td, total,
-                           HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr):
+                           HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr,
+                           FP32_SCALE: tl.constexpr):
     """The FP8 backward's first kernel, one pass over dO: dO quantized per (token, head) with its
     token-major copy (quantize._quantize_tile: the bytes of quantize_mx_token), then from those
     values delta and the per-query rows (_delta_rows) instead of a second kernel that reads the
-    E4M3 dO back. Grid (tiles over T_pad, Hq)."""
+    E4M3 dO back. Grid (tiles over T_pad, Hq). FP32_SCALE: fp8_rowwise's fp32 scales."""
     head = tl.program_id(1)
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     do8, sdo = _quantize_tile(do_ptr, do8_ptr, sdo_ptr, dot_ptr, head, stride_dot, stride_doh,
                               stride_d8t, stride_d8h, stride_lh, 1, stride_th, stride_td, total,
-                              HEAD_DIM, BLOCK_T, False, True)
+                              HEAD_DIM, BLOCK_T, False, True, FP32_SCALE)
     _delta_rows(o_ptr, do8, sdo, lse_ptr, sq_ptr, delta_ptr, qrow_ptr, head, offs_t, stride_ot,
                 stride_oh, stride_lh, stride_rh, total, HEAD_DIM, True)
 
@@ -869,12 +870,19 @@ def _dq_tile(dq, q, do, c_q, sdo, lse, delta, k_ptrs, v_ptrs, kk_ptrs, skv_ptrs,
         sv = None
     # Base-2 logits y * c_q[:, None] and dP - delta as one FMA per element each (see _fwd_tile).
     y = _rhs_scaled_dot(q, kT, sk, IS_FP8, QK_BF16, FP8_MMA)
-    yd = _rhs_scaled_dot(do, vT, sv, IS_FP8, False, FP8_MMA)
+    if IS_FP8 and FP8_MMA != 2:
+        # dP = (dO8 V8^T sdO) sV: the reference's and the dK/dV kernels' order (the same bits
+        # either way for E8M0 scales; fp8_rowwise's fp32 ones round once per product)
+        yd = _dot8(do, vT, FP8_MMA) * sdo[:, None]
+    else:
+        yd = _rhs_scaled_dot(do, vT, sv, IS_FP8, False, FP8_MMA)
     p = tl.math.exp2(y * c_q[:, None] - lse[:, None])
     if MASKED:
         visible = (offs_n[None, :] >= seg_start_m[:, None]) & (offs_n[None, :] <= offs_m[:, None])
         p = tl.where(visible, p, 0.0)
-    if IS_FP8:  # dP = yd * sdO (a power of two: exact)
+    if IS_FP8 and FP8_MMA != 2:
+        ds = p * (yd * sv[None, :] - delta[:, None])
+    elif IS_FP8:  # MX MMA: sV inside it; dP = yd * sdO (a power of two: exact)
         ds = p * (yd * sdo[:, None] - delta[:, None])
     else:
         ds = p * (yd - delta[:, None])
@@ -1179,6 +1187,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     [H, D, T_pad] of Q, K (zero-padded, see quantize.token_major_copy); "sq": Q's scales
     [Hq, T]; "skv": K's and V's scales [Hkv, T, KROW] (see attention_fwd); optionally "do8",
     "dot", "sdo": dO quantized by the caller (E4M3, its token-contiguous copy, scales [Hq, T]);
+    optionally "fp32_scale": True for fp8_rowwise (dO gets an fp32 scale amax / 448, not E8M0);
     without them dO is quantized here, in one kernel with delta (_attn_bwd_prep8_kernel) where
     the quantizer writes the token-major copy itself (FLAMIA_FP8_TRANSPOSE=fused, the
     default)}. The FP8 dK/dV kernels read lse2, delta, sQ, sdO as rows of one [Hq, T, QROW]
@@ -1192,6 +1201,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
     delta = empty((hq, total), dtype=torch.float32, device=q.device)
     is_fp8 = fp8 is not None
     qk_bf16 = is_fp8 and fp8.get("qk_bf16", False)  # nvfp4_fp8: Q, K data held in bf16
+    fp32_scale = is_fp8 and fp8.get("fp32_scale", False)  # fp8_rowwise
     prep = False  # dO quantized together with delta (_attn_bwd_prep8_kernel)
     if is_fp8:
         qt, kt = fp8["qt"], fp8["kt"]
@@ -1205,7 +1215,8 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             do_in, dot, sdo = quantize.mx_token_buffers(do)
             prep = True
         else:
-            do_in, dot, sdo = quantize.quantize_mx_token(do)
+            quantizer = quantize.quantize_fp32_token if fp32_scale else quantize.quantize_mx_token
+            do_in, dot, sdo = quantizer(do)
     else:
         do_in = do
         qt = kt = dot = q  # unused (IS_FP8=False)
@@ -1232,7 +1243,7 @@ def attention_bwd(do, q, k, v, o, lse, seg_start, seg_end, order_dkdv, order_dq,
             do, o, do_in, sdo, dot, lse, sq, delta, qrow, do.stride(0), do.stride(1),
             o.stride(0), o.stride(1), do_in.stride(0), do_in.stride(1), delta.stride(0),
             qrow.stride(0), dot.stride(0), dot.stride(1), total, HEAD_DIM=d, BLOCK_T=block_t,
-            num_warps=4,
+            FP32_SCALE=fp32_scale, num_warps=4,
         )
     else:
         _attn_bwd_delta_kernel[(tiles, hq)](

@@ -105,9 +105,10 @@ def round_e4m3(x):
 def _quantize_tile(x_ptr, data_ptr, s_ptr, t_ptr, head, stride_xt, stride_xh, stride_dt,
                    stride_dh, stride_sh, stride_st, stride_th, stride_td, total,
                    HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr, NVFP4: tl.constexpr,
-                   TRANSPOSE: tl.constexpr):
+                   TRANSPOSE: tl.constexpr, FP32_SCALE: tl.constexpr):
     """One pass over the [BLOCK_T, D] tile (grid axis 0) of one head. MX (NVFP4=False): E8M0
-    scale per (token, head), E4M3 data. NVFP4: s = amax / (6 * 448) per (token, head); per 16
+    scale per (token, head), E4M3 data; FP32_SCALE (fp8_rowwise): the fp32 scale amax / 448
+    instead, E4M3 data x / scale. NVFP4: s = amax / (6 * 448) per (token, head); per 16
     elements b = UE4M3(amax_16 / (6 s)); e = E2M1(x / (b s)); stores e * b (exact in bf16) and s.
     Same operations in the same order as flamia.reference.quantize_operand. Scales go to
     s[head * stride_sh + token * stride_st]. TRANSPOSE (MX only; the grid then covers T_pad
@@ -132,6 +133,10 @@ def _quantize_tile(x_ptr, data_ptr, s_ptr, t_ptr, head, stride_xt, stride_xh, st
         e = round_to_grid(tl.math.div_rn(xb, safe[:, :, None]), 1, 0, 6.0)  # E2M1
         data = tl.where(b[:, :, None] == 0.0, 0.0, e * b[:, :, None])
         data = tl.reshape(data, (BLOCK_T, HEAD_DIM)).to(tl.bfloat16)
+    elif FP32_SCALE:
+        scale = tl.math.div_rn(tl.max(tl.abs(x), 1), E4M3_MAX)  # IEEE, as the reference
+        scale = tl.where((scale == 0.0) | (scale == float("inf")), 1.0, scale)
+        data = round_e4m3(tl.math.div_rn(x, scale[:, None]))
     else:
         scale = e8m0_scale(tl.max(tl.abs(x), 1))
         data = round_e4m3(x / scale[:, None])  # exact division by a power of two
@@ -155,11 +160,12 @@ def _quantize_per_token_kernel(
     x_ptr, data_ptr, s_ptr, t_ptr, stride_xt, stride_xh, stride_dt, stride_dh, stride_sh,
     stride_th, stride_td, total,
     HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr, NVFP4: tl.constexpr, TRANSPOSE: tl.constexpr,
+    FP32_SCALE: tl.constexpr,
 ):
     """One tensor: grid (tiles, heads), see _quantize_tile."""
     _quantize_tile(x_ptr, data_ptr, s_ptr, t_ptr, tl.program_id(1), stride_xt, stride_xh,
                    stride_dt, stride_dh, stride_sh, 1, stride_th, stride_td, total,
-                   HEAD_DIM, BLOCK_T, NVFP4, TRANSPOSE)
+                   HEAD_DIM, BLOCK_T, NVFP4, TRANSPOSE, FP32_SCALE)
 
 
 @triton.jit
@@ -169,22 +175,25 @@ def _quantize_qkv_kernel(
     stride_q8t, stride_q8h, stride_k8t, stride_k8h, stride_v8t, stride_v8h,
     stride_sqh, stride_skvh, stride_vth, stride_vtd, total,
     H_Q: tl.constexpr, H_KV: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr,
-    QK_NVFP4: tl.constexpr, TRANSPOSE_V: tl.constexpr,
+    QK_NVFP4: tl.constexpr, TRANSPOSE_V: tl.constexpr, FP32_SCALE: tl.constexpr,
 ):
     """Q, K and V of the FP8 forward in one launch: grid (tiles, Hq + 2 Hkv), the second axis
     walks Q's heads, then K's, then V's. K's and V's scales go to the two columns of skv
-    [Hkv, T, 2] (the rows the attention kernels read); V's token-major copy to vt (TRANSPOSE_V)."""
+    [Hkv, T, 2] (the rows the attention kernels read); V's token-major copy to vt (TRANSPOSE_V).
+    FP32_SCALE: fp32 per-token scales for all three (fp8_rowwise; not with QK_NVFP4)."""
     h = tl.program_id(1)
     if h < H_Q:
         _quantize_tile(q_ptr, q8_ptr, sq_ptr, q8_ptr, h, stride_qt, stride_qh, stride_q8t,
-                       stride_q8h, stride_sqh, 1, 0, 0, total, HEAD_DIM, BLOCK_T, QK_NVFP4, False)
+                       stride_q8h, stride_sqh, 1, 0, 0, total, HEAD_DIM, BLOCK_T, QK_NVFP4, False,
+                       FP32_SCALE)
     elif h < H_Q + H_KV:
         _quantize_tile(k_ptr, k8_ptr, skv_ptr, k8_ptr, h - H_Q, stride_kt, stride_kh, stride_k8t,
-                       stride_k8h, stride_skvh, 2, 0, 0, total, HEAD_DIM, BLOCK_T, QK_NVFP4, False)
+                       stride_k8h, stride_skvh, 2, 0, 0, total, HEAD_DIM, BLOCK_T, QK_NVFP4, False,
+                       FP32_SCALE)
     else:
         _quantize_tile(v_ptr, v8_ptr, skv_ptr + 1, vt_ptr, h - H_Q - H_KV, stride_vt, stride_vh,
                        stride_v8t, stride_v8h, stride_skvh, 2, stride_vth, stride_vtd, total,
-                       HEAD_DIM, BLOCK_T, False, TRANSPOSE_V)
+                       HEAD_DIM, BLOCK_T, False, TRANSPOSE_V, FP32_SCALE)
 
 
 # Token-major copies are padded along T to a multiple of TOKEN_PAD with zeros: the attention
@@ -299,12 +308,12 @@ def _token_buffers(x: torch.Tensor, storage: torch.dtype, transposed: bool):
 
 
 def mx_token_buffers(x: torch.Tensor):
-    """quantize_mx_token's outputs of x, empty, for a kernel that quantizes x itself
-    (_quantize_tile with its transposed store)."""
+    """quantize_mx_token's (or quantize_fp32_token's) outputs of x, empty, for a kernel that
+    quantizes x itself (_quantize_tile with its transposed store)."""
     return _token_buffers(x, FP8_STORAGE, True)
 
 
-def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
+def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool, fp32_scale=False):
     """Launch the per-(token, head) quantizer; (data, token-contiguous copy, scale [H, T])."""
     storage = torch.bfloat16 if nvfp4 else FP8_STORAGE
     assert x.stride(-1) == 1
@@ -317,18 +326,23 @@ def _per_token_quantize(x: torch.Tensor, nvfp4: bool, transposed: bool):
     _quantize_per_token_kernel[(tiles, h)](
         x, data, scale, data_t, x.stride(0), x.stride(1), data.stride(0), data.stride(1),
         scale.stride(0), data_t.stride(0), data_t.stride(1), total,
-        HEAD_DIM=d, BLOCK_T=block_t, NVFP4=nvfp4, TRANSPOSE=fused, num_warps=4,
+        HEAD_DIM=d, BLOCK_T=block_t, NVFP4=nvfp4, TRANSPOSE=fused, FP32_SCALE=fp32_scale,
+        num_warps=4,
     )
     if fused:
         return data, data_t, scale
     return data, token_major_copy(data) if transposed else None, scale
 
 
-def quantize_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qk_nvfp4: bool):
+def quantize_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qk_nvfp4: bool,
+                 fp32_scale: bool = False):
     """The FP8 forward's quantizers in one launch: (q8, sq [Hq, T], k8, v8, vt8 [Hkv, D, T_pad],
     skv [Hkv, T, 2] = K's and V's scales as rows). Q and K are NVFP4 (qk_nvfp4, bf16 containers)
     or MXFP8, V is MXFP8 with its token-major copy; the same bytes as quantize_nvfp4_token /
-    quantize_mx_token on each tensor (tests/test_kernels_fp8.py)."""
+    quantize_mx_token on each tensor (tests/test_kernels_fp8.py). fp32_scale (fp8_rowwise): all
+    three as quantize_fp32_token."""
+    if qk_nvfp4 and fp32_scale:
+        raise ValueError("quantize_qkv: qk_nvfp4 and fp32_scale are two recipes; pick one")
     for t in (q, k, v):
         assert t.stride(-1) == 1
     if qk_nvfp4:
@@ -350,7 +364,7 @@ def quantize_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qk_nvfp4: bo
         v.stride(0), v.stride(1), q8.stride(0), q8.stride(1), k8.stride(0), k8.stride(1),
         v8.stride(0), v8.stride(1), sq.stride(0), skv.stride(0), vt8.stride(0), vt8.stride(1),
         total, H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_T=block_t, QK_NVFP4=qk_nvfp4,
-        TRANSPOSE_V=fused, num_warps=4,
+        TRANSPOSE_V=fused, FP32_SCALE=fp32_scale, num_warps=4,
     )
     if not fused:
         vt8 = token_major_copy(v8)
@@ -367,3 +381,9 @@ def quantize_nvfp4_token(x: torch.Tensor, transposed: bool = True):
 def quantize_mx_token(x: torch.Tensor, transposed: bool = True):
     """(x8 [T, H, D], xt8 [H, D, T_pad] or None, scale [H, T] float32) of x [T, H, D]."""
     return _per_token_quantize(x, False, transposed)
+
+
+def quantize_fp32_token(x: torch.Tensor, transposed: bool = True):
+    """quantize_mx_token with fp8_rowwise's fp32 scales amax / 448 (not E8M0): (x8, xt8 or None,
+    scale [H, T] float32), flamia.reference.quantize_operand(x, "fp32_token")'s values."""
+    return _per_token_quantize(x, False, transposed, fp32_scale=True)
