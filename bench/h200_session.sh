@@ -629,6 +629,21 @@ final15)  # 2026-12-06 (fifteenth session, ~950 s of device time left after fail
     "(gluon_fp8_dkdv_is_the_triton_fp8_dkdv and mxfp8) or switch or (gluon_fp8_kernels_do_not_leak and mxfp8)"
   tier_report
   ;;
+rowwise16)  # 2026-12-06 (sixteenth session): fp8_rowwise (mxfp8 with fp32 per-token scales) on
+           # the FP8 kernels: the FP8 GPU tests (its quantizer's values, kernels against the
+           # reference recipe with the default Gluon dK/dV kernel too, probes) beside the Hopper
+           # FP8 rows, then U(32, 1024), lognormal 1k and one document in 3 alternating rounds:
+           # mxfp8 against fp8_rowwise, with the accuracy table (~7 min)
+  tier fp8 ${TIER_S:-250} tests/test_kernels_fp8.py &
+  tier hopper_fp8 ${TIER_S:-250} tests/test_kernels_hopper.py -k "fp8 or switch" &
+  wait
+  tier_report
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-220} python -m bench.attention --quick \
+    --accuracy --profile --rounds ${ROUNDS:-3} --dists ${DISTS:-u32_1024 lognormal_1k one_doc} \
+    --providers flamia-mxfp8 flamia-fp8_rowwise flamia-bf16 cudnn-thd --out $OUT \
+    > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*_attn_|^###|Error" $OUT/bench.log | grep -v "^| ---" | tail -60
+  ;;
 gputests)  # the whole GPU tier in one call: four pytest processes side by side on the one GPU
           # (compiling kernels is most of their time, and the machine has 16 cores), each with
           # its own log; one process for all of them ran out of a call's time on 2026-12-05.
