@@ -198,7 +198,8 @@ def _logits_fn(model, positions):
 
 @pytest.mark.parametrize("backend,leaks_causal,leaks_cross", [
     ("bf16-reference", False, False), ("flamia-mxfp8", False, False),
-    ("flamia-nvfp4_fp8", False, False), ("flamia-fp8_tensorwise", True, True),
+    ("flamia-nvfp4_fp8", False, False), ("flamia-fp8_rowwise", False, False),
+    ("flamia-fp8_tensorwise", True, True),
     ("sdpa", False, True),  # torchtitan's sdpa is causal per row: it mixes packed documents
     ("flex", False, False),  # torchtitan's flex with our document mask from positions
 ])
