@@ -90,13 +90,16 @@ def _compile(fn, consts, ptr_type, arch, options):
     return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
 
 
-def compile_prologue(fp8: bool, head_dim: int = 128, arch: int = 90):
+def compile_prologue(fp8: bool, head_dim: int = 128, arch: int = 90, fp32_scale: bool = False):
     """The backward's first kernel: the delta kernel (BF16; FP8 with dO quantized by the
     caller) or, fp8, the kernel that quantizes dO and computes delta in one pass
-    (_attn_bwd_prep8_kernel), with the launchers' hints (pointers and strides divisible by 16)."""
+    (_attn_bwd_prep8_kernel; fp32_scale: fp8_rowwise's quantizer), with the launchers' hints
+    (pointers and strides divisible by 16)."""
     fn = K._attn_bwd_prep8_kernel if fp8 else K._attn_bwd_delta_kernel
     consts = {"HEAD_DIM": head_dim, "BLOCK_T": 64}
-    if not fp8:
+    if fp8:
+        consts["FP32_SCALE"] = fp32_scale
+    else:
         consts["IS_FP8"] = False
     ptr_types = {"do_ptr": "*bf16", "o_ptr": "*bf16", "do8_ptr": "*fp8e4nv",
                  "dot_ptr": "*fp8e4nv"}
@@ -130,10 +133,10 @@ def main(argv=None):
                     help="the BF16 kernels with doc tiles (FLAMIA_TILES=doc; FP8 keeps the grid)")
     args = ap.parse_args(argv)
     if args.prologue:
-        for fp8 in (False, True):
-            c = compile_prologue(fp8, arch=args.arch)
-            print(f"prologue {'mxfp8' if fp8 else 'bf16 '}: {c.name}, shared "
-                  f"{c.metadata.shared} B")
+        for name, fp8, fp32_scale in (("bf16 ", False, False), ("mxfp8", True, False),
+                                      ("fp8_rowwise", True, True)):
+            c = compile_prologue(fp8, arch=args.arch, fp32_scale=fp32_scale)
+            print(f"prologue {name}: {c.name}, shared {c.metadata.shared} B")
         return
     mma = ("fast", "precise", "mx").index(args.mma)
     warps = args.warps or "8 (bf16) / 4 (fp8)"

@@ -226,3 +226,4 @@ def test_backward_prologue_compiles_for_sm90():
     out = _bench("bench.ir_report", "--prologue").stdout
     assert "prologue bf16 : _attn_bwd_delta_kernel" in out, out
     assert "prologue mxfp8: _attn_bwd_prep8_kernel" in out, out
+    assert "prologue fp8_rowwise: _attn_bwd_prep8_kernel" in out, out

@@ -134,7 +134,7 @@ def _quantize_tile(x_ptr, data_ptr, s_ptr, t_ptr, head, stride_xt, stride_xh, st
         data = tl.where(b[:, :, None] == 0.0, 0.0, e * b[:, :, None])
         data = tl.reshape(data, (BLOCK_T, HEAD_DIM)).to(tl.bfloat16)
     elif FP32_SCALE:
-        scale = tl.math.div_rn(tl.max(tl.abs(x), 1), E4M3_MAX)  # IEEE, as the reference
+        scale = tl.math.div_rn(tl.max(tl.abs(x), 1), 448.0)  # IEEE, as the reference
         scale = tl.where((scale == 0.0) | (scale == float("inf")), 1.0, scale)
         data = round_e4m3(tl.math.div_rn(x, scale[:, None]))
     else:
