@@ -82,6 +82,10 @@
 # step's 100 s while compiling and passed in a second call); dkdv8default was written but not
 # run (final15 took its place after failed starts). Next session: grid on an H200 if
 # one is lent, then python -m bench.summary on its JSON.
+# Run 2026-12-06 (sixteenth session, H100 after sixteen calls got no machine): rowwise16 with
+# TIER_S=220 BENCH_S=170 ROUNDS=3 DISTS="u32_1024 one_doc" (tests pass; fp8_rowwise 0.7-0.9%
+# slower than mxfp8), then the BF16 Hopper and API/launch tests on the warm machine. Next
+# session: grid on an H200 if one is lent (none has run since the morning of 2026-12-06).
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (bench/PERFORMANCE_LOG.md); it takes about 5 minutes.
