@@ -1,13 +1,15 @@
 """Triton packed-document attention (varlen layout), forward and backward: the BF16 recipe and,
-through the IS_FP8 constexpr variants, the FP8 recipes (mxfp8, nvfp4_fp8).
+through the IS_FP8 constexpr variants, the FP8 recipes (mxfp8, nvfp4_fp8, and fp8_rowwise, whose
+fp32 per-token scales take the same code: per-token scales are fp32 factors here, never assumed
+to be powers of two outside the MX MMA mode).
 
 Algorithm: FlashAttention-2. Forward: online softmax over key tiles, LSE saved. Backward: a
 dK/dV kernel over key tiles (looping over the query tiles that see them and over the query
 heads of a GQA group, so no atomics) and a dQ kernel over query tiles (BF16 can instead add dQ
 from the dK/dV kernel in a fixed order, FLAMIA_DQ=fused, see dq_fused). The FP8 recipes run the
 dK/dV kernel twice by default, as a dV-only and a dK-only kernel (PART, see dkdv_parts): with
-both fp32 accumulators the FP8 kernel spills (FLAMIA_DKDV_KERNEL=gluon: one warp-specialized
-Gluon kernel instead, attention_hopper: the same bits, 3-4% faster on an H100). On Hopper the
+both fp32 accumulators the FP8 kernel spills (on Hopper by default one warp-specialized Gluon
+kernel instead, attention_hopper, see dkdv_kernel: the same bits, 2-5% faster on an H100). On Hopper the
 BF16 forward, dQ and dK/dV kernels that run by default are Gluon versions of these
 (kernels/attention_hopper.py; fwd_kernel, dq_kernel, dkdv_kernel).
 
