@@ -322,9 +322,9 @@ def _rhs_scaled_dot(a, b, sb, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr, FP8_M
     constant along the contraction (S = Q K^T, dP = dO V^T and their transposes). The left
     operand's per-token scale is a per-row factor of the result that the caller applies fused
     with its next step (one FMA per element: logits y * c - m, see _fwd_tile). E4M3 data (mxfp8;
-    dO, V in both FP8 recipes): Hopper's FP8 MMA with sb applied to the fp32 result (exact: a
-    power of two), or sb inside the MMA as E8M0 block scales (FP8_MMA == 2); bf16 data
-    (nvfp4_fp8's exact NVFP4 Q, K): a bf16 MMA; bf16 recipe: no scales (sb unused)."""
+    dO, V in every FP8 recipe): Hopper's FP8 MMA with sb applied to the fp32 result (exact for
+    E8M0 scales; fp8_rowwise's fp32 ones round once), or sb inside the MMA as E8M0 block scales
+    (FP8_MMA == 2, E8M0 scales only); bf16 data (nvfp4_fp8's exact NVFP4 Q, K): a bf16 MMA; bf16 recipe: no scales (sb unused)."""
     if IS_FP8 and not QK_BF16:
         if FP8_MMA == 2:
             out = _mx_dot(a, tl.full((a.shape[0],), 1.0, tl.float32), b, sb)
@@ -565,8 +565,8 @@ def _delta_rows(o_ptr, do, sdo, lse_ptr, sq_ptr, delta_ptr, qrow_ptr, head, offs
                 stride_oh, stride_lh, stride_rh, total, HEAD_DIM: tl.constexpr,
                 IS_FP8: tl.constexpr):
     """delta = rowsum(dO * O) of a [BLOCK_T, D] tile of one head, with the dO that dP is
-    computed from: bf16 dO, or for the FP8 recipes the E4M3 dO times its per-token power-of-two
-    scale sdo (exactly the dequantized dO'). FP8: also the per-query rows (lse2, delta, sQ, sdO)
+    computed from: bf16 dO, or for the FP8 recipes the E4M3 dO, the row sum times its per-token
+    scale sdo (the reference's order; for E8M0 scales exactly rowsum(dO' * O)). FP8: also the per-query rows (lse2, delta, sQ, sdO)
     that the dK/dV kernels read (QROW)."""
     offs_d = tl.arange(0, HEAD_DIM)
     ok = offs_t < total
@@ -675,7 +675,7 @@ def _dkdv_tile(dk, dv, k, v, c_k, sv_n, q_ptrs, do_ptrs, qk_ptrs, dok_ptrs, qrow
         do_k = tl.load(dok_ptrs + shift * stride_dokt)
         dv = dv + _quantized_row_dot(pT, sdo_m, do_k, False, FP8_MMA)
     elif IS_FP8:
-        # dP^T - delta = ydT * sV - delta, one FMA per element (sV: a power of two).
+        # dP^T - delta = ydT * sV - delta, one FMA per element.
         ydT = _rhs_scaled_dot(v, tl.trans(do), sdo_m, IS_FP8, False, FP8_MMA)
         dsT = pT * (ydT * sv_n[:, None] - delta[None, :])
         # dS'^T = dS^T sQ quantized per row; dK = dS'^T Q8 with Q's token-contiguous copy.

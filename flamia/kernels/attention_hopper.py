@@ -2416,7 +2416,7 @@ def _p_values(st, lse, sq, c_k, offs_n, seg_end_n, m, MASKED: gl.constexpr,
               BLOCK_M: gl.constexpr, s_layout: gl.constexpr):
     """P^T of query tile m from S^T (kernels.attention._dkdv_tile: exp2(S^T sQ c_K - lse2),
     masked)."""
-    # (S^T sQ) c_K - lse2: one FMA per element after the exact power-of-two sQ, as triton's.
+    # (S^T sQ) c_K - lse2: one FMA per element after sQ (exact for E8M0 scales), as triton's.
     pt = gl.exp2(st * gl.expand_dims(sq, 0) * gl.expand_dims(c_k, 1) - gl.expand_dims(lse, 0))
     if MASKED:
         pt = _visible_t(pt, offs_n, seg_end_n, m, BLOCK_M, s_layout)
@@ -2494,7 +2494,7 @@ def _take_pt(pt_smem, p_ready, p_free, i, s_layout: gl.constexpr):
 @gluon.jit
 def _ds_values(pt, dpt, delta, sq, sdo, sv):
     """dS'^T = P^T (dP^T sdO sV - delta) sQ scaled for E4M3 per row, with its row scales."""
-    # (dP^T sdO) sV - delta: one FMA per element after the exact power-of-two sdO, as triton's.
+    # (dP^T sdO) sV - delta: one FMA per element after sdO (exact for E8M0 scales), as triton's.
     dst = pt * (dpt * gl.expand_dims(sdo, 0) * gl.expand_dims(sv, 1) - gl.expand_dims(delta, 0))
     dsf = dst * gl.expand_dims(sq, 0)
     exp = e8m0_exponent(gl.max(gl.abs(dsf), 1))
