@@ -97,6 +97,15 @@ def _quantize_seqblock(x: torch.Tensor) -> torch.Tensor:
     return data * scale.repeat_interleave(SEQBLOCK, dim=0)[: x.shape[0]]
 
 
+def _quantize_by_amax(x: torch.Tensor, amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """E4M3 data x / s with the fp32 scale s = amax / 448 (1 where amax is 0 or not finite);
+    amax broadcasts against x once given a trailing axis. Returns (data, s)."""
+    # Divide by a tensor, not a Python scalar: IEEE on every device (see _quantize_nvfp4_token).
+    s = amax / torch.full_like(amax, E4M3.max_normal)
+    s = torch.where((s == 0) | ~torch.isfinite(s), torch.ones_like(s), s)
+    return round_to_format(x / s[..., None], E4M3), s
+
+
 def quantize_operand(x: torch.Tensor, scaling: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize a [T, H, D] operand by an input scaling of ``flamia.recipes``.
 
@@ -117,15 +126,10 @@ def quantize_operand(x: torch.Tensor, scaling: str) -> tuple[torch.Tensor, torch
     if scaling == "mx_seqblock":
         return _quantize_seqblock(x), ones
     if scaling == "fp32_token":
-        amax = x.abs().amax(dim=-1)
-        s = amax / torch.full_like(amax, E4M3.max_normal)  # IEEE on every device (see above)
-        s = torch.where((s == 0) | ~torch.isfinite(s), torch.ones_like(s), s)
-        return round_to_format(x / s[..., None], E4M3), s
+        return _quantize_by_amax(x, x.abs().amax(dim=-1))
     if scaling == "tensorwise":
-        amax = x.abs().amax()
-        s = amax / torch.full_like(amax, E4M3.max_normal)  # IEEE on every device (see above)
-        s = torch.where((s == 0) | ~torch.isfinite(s), torch.ones_like(s), s)
-        return round_to_format(x / s, E4M3), ones * s
+        data, s = _quantize_by_amax(x, x.abs().amax()[None])
+        return data, ones * s
     raise ValueError(f"unknown input scaling {scaling!r}")
 
 
@@ -167,8 +171,8 @@ def _forward_chunk(qd, sq, kd, sk, vd, sv, mask, scale, recipe):
     return o, m + torch.log2(l)
 
 
-def _backward_chunk(qd, sq, kd, sk, vd, sv, dod, sdo, do16, v16, o, do_delta, lse2, mask, scale,
-                    recipe):
+def _backward_chunk(qd, sq, kd, sk, vd, sv, dod, sdo, do16, v16, o, lse2, mask, scale, recipe,
+                    quantized_do):
     x = _logits2(qd, sq, kd, sk, mask, scale)
     p = torch.exp2(x - lse2[..., None])  # masked entries: exp2(-inf) = 0 exactly
     if recipe is not None and recipe.dp_bf16:
@@ -179,9 +183,12 @@ def _backward_chunk(qd, sq, kd, sk, vd, sv, dod, sdo, do16, v16, o, do_delta, ls
         dp = torch.matmul(dod, vd.transpose(-1, -2)) * sdo[:, :, None] * sv[:, None, :]
     # delta = rowsum(dO * O) (FlashAttention's identity rowsum(P * dP) = rowsum(dO * O)), with the
     # same dO that dP is computed from: for FP8 recipes the quantized dO', so that every row of dS
-    # sums to zero and the backward is the gradient of <O, dO'> (see _backward). do_delta is
-    # (data, per-row factor): rowsum(data * O) times the factor, the kernels' order.
-    delta = (do_delta[0] * o).sum(dim=-1) * do_delta[1]
+    # sums to zero and the backward is the gradient of <O, dO'> (see _backward); its row sum
+    # times sdO, the kernels' order.
+    if quantized_do:
+        delta = (dod * o).sum(dim=-1) * sdo
+    else:
+        delta = (do16 * o).sum(dim=-1)
     ds = p * (dp - delta[..., None])
     dv = torch.matmul(_round_inreg(p.transpose(-1, -2), recipe, sdo), dod)
     dq = torch.matmul(_round_inreg(ds, recipe, sk), kd) * scale
@@ -240,9 +247,8 @@ def _backward(q, k, v, o, lse2, do, cu_seqlens, scale, recipe):
     hm = lambda t: t.movedim(0, 1)
     dod, sdo = hm(dod), hm(sdo)
     do16, o16 = hm(do.to(work)), hm(o.to(work))
-    # dO as dP = dO V^T sees it: bf16 dO, or the dequantized dO' (power-of-two scales: exact).
-    uses_quantized_do = recipe is not None and recipe.do != "bf16" and not recipe.dp_bf16
-    do_delta = (dod, sdo) if uses_quantized_do else (do16, torch.ones_like(sdo))
+    # dO as dP = dO V^T sees it: bf16 dO, or the quantized dO' (data dod, scales sdo).
+    quantized_do = recipe is not None and recipe.do != "bf16" and not recipe.dp_bf16
     group = hq // hkv
     v16 = hm(v.to(work)).repeat_interleave(group, dim=0)
     dqs, dks, dvs = [], [], []
@@ -250,7 +256,7 @@ def _backward(q, k, v, o, lse2, do, cu_seqlens, scale, recipe):
         sl = slice(h0, h1)
         dq, dk, dv = _backward_chunk(
             qd[sl], sq[sl], kd[sl], sk[sl], vd[sl], sv[sl], dod[sl], sdo[sl], do16[sl],
-            v16[sl], o16[sl], (do_delta[0][sl], do_delta[1][sl]), lse2[sl], mask, scale, recipe,
+            v16[sl], o16[sl], lse2[sl], mask, scale, recipe, quantized_do,
         )
         dqs.append(dq)
         dks.append(dk)
