@@ -5,9 +5,9 @@
     flamia::attention_bwd(do, q, k, v, o, lse2, seg_start, seg_end, order_dkdv, order_dq,
                           softmax_scale, recipe) -> (dq, dk, dv)                      (bf16)
     flamia::attention_fwd_fp8 / attention_bwd_fp8: the same for mxfp8, nvfp4_fp8 and
-        fp8_rowwise, with the fused quantizers inside; the forward also returns the quantized tensors it saves
-        (data and scales of Q, K, V, K's and V's scales packed as [Hkv, T, 2] rows: about
-        0.64x the bytes the bf16 op saves, see bench/activation_memory.py)
+        fp8_rowwise, with the fused quantizers inside; the forward also returns the quantized
+        tensors it saves (data and scales of Q, K, V, K's and V's scales packed as [Hkv, T, 2]
+        rows: about 0.64x the bytes the bf16 op saves, see bench/activation_memory.py)
     flamia::batch_plan(cu_seqlens, total, head_dim, fp8, dq_fused, doc_tiles, order, short_docs):
         the per-batch scheduling tensors (the FP8 kernels use other tile shapes than the BF16
         ones, so their launch orders differ; dq_fused: the dK/dV order of FLAMIA_DQ=fused,

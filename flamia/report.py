@@ -7,10 +7,9 @@ per-token relative error of O, per recipe and input kind (standard normal; Flash
 outliers, 0.1% of entries from N(0, 10^2); 10% of tokens scaled by 2^-12). Each FP8 recipe's
 floor is the error of exact attention computed on its quantize-dequantized Q, K, V (and dO for
 the gradients). Checks: mxfp8 within 1.5x its floor, and no worse than fp8_tensorwise (within 10%)
-on every tensor and input kind. fp8_rowwise is mxfp8 with fp32 per-token scales
-instead of E8M0 ones: its rows show what power-of-two scales cost. Leakage: the probes of
-``flamia.probes`` on adversarial boundaries, exactly 0 for safe recipes and non-zero for the
-leaky controls.
+on every tensor and input kind. fp8_rowwise is mxfp8 with fp32 per-token scales instead of E8M0
+ones: its rows show what power-of-two scales cost. Leakage: the probes of ``flamia.probes`` on
+adversarial boundaries, exactly 0 for safe recipes and non-zero for the leaky controls.
 Exits 1 if any check fails.
 """
 

@@ -9,8 +9,8 @@ heads of a GQA group, so no atomics) and a dQ kernel over query tiles (BF16 can 
 from the dK/dV kernel in a fixed order, FLAMIA_DQ=fused, see dq_fused). The FP8 recipes run the
 dK/dV kernel twice by default, as a dV-only and a dK-only kernel (PART, see dkdv_parts): with
 both fp32 accumulators the FP8 kernel spills (on Hopper by default one warp-specialized Gluon
-kernel instead, attention_hopper, see dkdv_kernel: the same bits, 2-5% faster on an H100). On Hopper the
-BF16 forward, dQ and dK/dV kernels that run by default are Gluon versions of these
+kernel instead, attention_hopper, see dkdv_kernel: the same bits, 2-5% faster on an H100). On
+Hopper the BF16 forward, dQ and dK/dV kernels that run by default are Gluon versions of these
 (kernels/attention_hopper.py; fwd_kernel, dq_kernel, dkdv_kernel).
 
 FP8 variants: Q, K, V, dO arrive quantized (kernels/quantize.py) with per-(token, head) scales,
@@ -324,7 +324,8 @@ def _rhs_scaled_dot(a, b, sb, IS_FP8: tl.constexpr, QK_BF16: tl.constexpr, FP8_M
     with its next step (one FMA per element: logits y * c - m, see _fwd_tile). E4M3 data (mxfp8;
     dO, V in every FP8 recipe): Hopper's FP8 MMA with sb applied to the fp32 result (exact for
     E8M0 scales; fp8_rowwise's fp32 ones round once), or sb inside the MMA as E8M0 block scales
-    (FP8_MMA == 2, E8M0 scales only); bf16 data (nvfp4_fp8's exact NVFP4 Q, K): a bf16 MMA; bf16 recipe: no scales (sb unused)."""
+    (FP8_MMA == 2, E8M0 scales only); bf16 data (nvfp4_fp8's exact NVFP4 Q, K): a bf16 MMA;
+    bf16 recipe: no scales (sb unused)."""
     if IS_FP8 and not QK_BF16:
         if FP8_MMA == 2:
             out = _mx_dot(a, tl.full((a.shape[0],), 1.0, tl.float32), b, sb)
@@ -566,8 +567,8 @@ def _delta_rows(o_ptr, do, sdo, lse_ptr, sq_ptr, delta_ptr, qrow_ptr, head, offs
                 IS_FP8: tl.constexpr):
     """delta = rowsum(dO * O) of a [BLOCK_T, D] tile of one head, with the dO that dP is
     computed from: bf16 dO, or for the FP8 recipes the E4M3 dO, the row sum times its per-token
-    scale sdo (the reference's order; for E8M0 scales exactly rowsum(dO' * O)). FP8: also the per-query rows (lse2, delta, sQ, sdO)
-    that the dK/dV kernels read (QROW)."""
+    scale sdo (the reference's order; for E8M0 scales exactly rowsum(dO' * O)). FP8: also the
+    per-query rows (lse2, delta, sQ, sdO) that the dK/dV kernels read (QROW)."""
     offs_d = tl.arange(0, HEAD_DIM)
     ok = offs_t < total
     rows = offs_t.to(tl.int64)[:, None]
