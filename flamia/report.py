@@ -1,6 +1,7 @@
 """Accuracy and leakage report (DESIGN.md sections 5 and 6).
 
-    python -m flamia.report [--impl reference|triton] [--tokens 512] [--head-dim 128] [--json F]
+    python -m flamia.report [--impl reference|triton] [--tokens 512] [--head-dim 128]
+                            [--seeds 0 | 0-7] [--json F]
 
 Accuracy: relative L2 error of O, dQ, dK, dV against a float64 exact attention, and the worst
 per-token relative error of O, per recipe and input kind (standard normal; FlashAttention-3's
@@ -10,7 +11,9 @@ the gradients). Checks: mxfp8 within 1.5x its floor, and no worse than fp8_tenso
 on every tensor and input kind. fp8_rowwise is mxfp8 with fp32 per-token scales instead of E8M0
 ones: its rows show what power-of-two scales cost. Leakage: the probes of ``flamia.probes`` on
 adversarial boundaries, exactly 0 for safe recipes and non-zero for the leaky controls.
-Exits 1 if any check fails.
+Exits 1 if any check fails. With ``--seeds 0-7`` the accuracy checks must hold on every seed's
+inputs, and each recipe's error relative to fp8_tensorwise is summarized over the seeds: on
+outlier inputs a few dominant elements decide a table, so one seed can pass or fail a 10% margin.
 """
 
 from __future__ import annotations
@@ -97,22 +100,74 @@ def accuracy_rows(impl="reference", total=512, hq=2, hkv=2, d=128, seed=0, devic
     return rows
 
 
-def accuracy_checks(rows) -> list[tuple[str, bool]]:
+def _check_values(rows):
+    """(input kind, tensor, bound name, mxfp8's error, the bound) of every accuracy check."""
     by = {(r["input"], r["recipe"]): r for r in rows}
-    checks = []
+    out = []
     for kind in INPUT_KINDS:
         mx, floor, tw = by[(kind, "mxfp8")], by[(kind, "mxfp8 floor")], by[(kind, "fp8_tensorwise")]
         for t in TENSORS:
-            checks.append((
-                f"{kind:<12} {t:<2} mxfp8 {mx[t]:.4f} <= {FLOOR_FACTOR}x floor {floor[t]:.4f}",
-                mx[t] <= FLOOR_FACTOR * floor[t],
-            ))
-            checks.append((
-                f"{kind:<12} {t:<2} mxfp8 {mx[t]:.4f} <= {TENSORWISE_FACTOR}x fp8_tensorwise "
-                f"{tw[t]:.4f}",
-                mx[t] <= TENSORWISE_FACTOR * tw[t],
-            ))
+            out.append((kind, t, f"{FLOOR_FACTOR}x floor", mx[t], FLOOR_FACTOR * floor[t]))
+            out.append((kind, t, f"{TENSORWISE_FACTOR}x fp8_tensorwise", mx[t],
+                        TENSORWISE_FACTOR * tw[t]))
+    return out
+
+
+def accuracy_checks(rows) -> list[tuple[str, bool]]:
+    checks = []
+    for kind, t, bound, err, limit in _check_values(rows):
+        base = limit / (FLOOR_FACTOR if "floor" in bound else TENSORWISE_FACTOR)
+        checks.append((f"{kind:<12} {t:<2} mxfp8 {err:.4f} <= {bound} {base:.4f}", err <= limit))
     return checks
+
+
+def seed_summary(rows_by_seed: dict[int, list[dict]]) -> dict:
+    """The accuracy table over several seeds (fresh inputs each): each check's passes and its
+    worst error/bound ratio with that seed, and each recipe's error relative to fp8_tensorwise's
+    (mean, max, how many seeds above it). One seed's table can pass or fail a 10% margin by the
+    rounding of a few outlier elements; this says how often."""
+    checks = {}
+    ratios = {}
+    for seed, rows in rows_by_seed.items():
+        for kind, t, bound, err, limit in _check_values(rows):
+            c = checks.setdefault(f"{kind} {t} mxfp8 <= {bound}",
+                                  {"passed": 0, "seeds": 0, "worst": 0.0, "worst_seed": seed})
+            c["seeds"] += 1
+            c["passed"] += err <= limit
+            if err / limit > c["worst"]:
+                c["worst"], c["worst_seed"] = err / limit, seed
+        by = {(r["input"], r["recipe"]): r for r in rows}
+        for kind in INPUT_KINDS:
+            tw = by[(kind, "fp8_tensorwise")]
+            for name in FLOOR_RECIPES:
+                for t in TENSORS + ("O_worst_token",):
+                    ratios.setdefault((kind, name, t), []).append(by[(kind, name)][t] / tw[t])
+    table = [{"input": kind, "recipe": name, "tensor": t, "mean": sum(r) / len(r),
+              "max": max(r), "above": sum(x > 1 for x in r), "seeds": len(r)}
+             for (kind, name, t), r in ratios.items()]
+    return {"checks": checks, "vs_tensorwise": table}
+
+
+def format_seed_summary(summary) -> str:
+    lines = ["| input | recipe | tensor | / fp8_tensorwise: mean | max | seeds above |",
+             "|---|---|---|---:|---:|---:|"]
+    for r in summary["vs_tensorwise"]:
+        lines.append(f"| {r['input']} | {r['recipe']} | {r['tensor']} | {r['mean']:.3f} | "
+                     f"{r['max']:.3f} | {r['above']} of {r['seeds']} |")
+    return "\n".join(lines)
+
+
+def _seed_range(text: str) -> list[int]:
+    """'3' -> [3]; '0-7' -> [0, ..., 7]."""
+    try:
+        lo, _, hi = text.partition("-")
+        seeds = list(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        seeds = []
+    if not seeds:
+        raise argparse.ArgumentTypeError(
+            f"--seeds takes a seed or an inclusive range such as 0-7, not {text!r}")
+    return seeds
 
 
 def leakage_rows(impl="reference", total=320, hq=4, hkv=2, d=64, seed=0, device="cpu"):
@@ -149,18 +204,39 @@ def main(argv=None) -> int:
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--heads", type=int, default=2)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--seeds", type=_seed_range, default=[0],
+                    help="input seed, or an inclusive range such as 0-7: the table and checks of\n"
+                         "the first, then every check over all of them (each seed must pass)")
     ap.add_argument("--json", help="also write all numbers to this JSON file")
     args = ap.parse_args(argv)
 
-    acc = accuracy_rows(args.impl, args.tokens, args.heads, args.heads, args.head_dim,
-                        device=args.device)
+    def table(seed):
+        return accuracy_rows(args.impl, args.tokens, args.heads, args.heads, args.head_dim,
+                             seed=seed, device=args.device)
+
+    acc = table(args.seeds[0])
     print(f"Relative L2 error vs float64 exact attention (impl={args.impl}, T={args.tokens}, "
-          f"one document, H={args.heads}, D={args.head_dim})")
+          f"one document, H={args.heads}, D={args.head_dim}, seed {args.seeds[0]})")
     print(format_accuracy(acc))
     checks = accuracy_checks(acc)
     print("\nAccuracy checks (DESIGN.md s6):")
     for text, ok in checks:
         print(f"  {'PASS' if ok else 'FAIL'}  {text}")
+    summary = None
+    if len(args.seeds) > 1:
+        rows_by_seed = {args.seeds[0]: acc}
+        rows_by_seed.update({seed: table(seed) for seed in args.seeds[1:]})
+        summary = seed_summary(rows_by_seed)
+        print(f"\nOver seeds {args.seeds[0]}-{args.seeds[-1]} (fresh inputs each): errors "
+              "relative to fp8_tensorwise's")
+        print(format_seed_summary(summary))
+        print("\nAccuracy checks over the seeds (error / bound: the worst seed's):")
+        checks = []
+        for text, c in summary["checks"].items():
+            ok = c["passed"] == c["seeds"]
+            checks.append((text, ok))
+            print(f"  {'PASS' if ok else 'FAIL'}  {text:<48} {c['passed']} of {c['seeds']} seeds; "
+                  f"worst {c['worst']:.3f} (seed {c['worst_seed']})")
 
     leak = leakage_rows(args.impl, device=args.device)
     print("\nLeakage probes (adversarial boundaries, future token x1e3; bitwise):")
@@ -176,7 +252,8 @@ def main(argv=None) -> int:
               f"  ({expect})")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"accuracy": acc, "checks": checks, "leakage": leak}, f, indent=1)
+            json.dump({"accuracy": acc, "checks": checks, "leakage": leak, "seeds": args.seeds,
+                       "seed_summary": summary}, f, indent=1)
     failed = sum(not ok for _, ok in checks) + sum(not ok for ok in leak_ok)
     print(f"\n{failed} check(s) failed" if failed else "\nall checks passed")
     return 1 if failed else 0
