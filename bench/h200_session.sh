@@ -457,6 +457,17 @@ grid)  # 2026-12-06: the full grid with the accuracy table (~216 s on the H200 b
   wait
   tier_report
   ;;
+grid17)  # 2026-12-07 (seventeenth session): the full grid (as grid), then the accuracy checks of
+        # the kernels over seeds 0-7 (flamia.report --seeds: each seed must pass; exits 1 if one
+        # does not, which the CPU reference run says it will on outlier inputs) (~9.5 min)
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-430} python -m bench.attention --accuracy \
+    --profile --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^(mxfp8|nvfp4|bf16|fp8)|Error" $OUT/bench.log | grep -v "^| ---" | tail -70 \
+    | cut -d"|" -f2-7,9,13,15,16
+  FLAMIA_AUTOTUNE=0 step "accuracy seeds" ${TIER_S:-120} python -m flamia.report --impl triton \
+    --seeds 0-7 --json $OUT/accuracy_seeds.json > $OUT/accuracy_seeds.txt 2>&1
+  grep -E "FAIL|failed|passed|Error" $OUT/accuracy_seeds.txt | tail -12
+  ;;
 final12)  # 2026-12-06 (twelfth session, last ~350 s of device time): the final tree (cuda_major
          # caches CUDA's availability): U(32, 1024) and lognormal 1k in 6 alternating rounds
          # against cuDNN THD, then the API GPU tests and the default kernels' leak rows
