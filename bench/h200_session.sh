@@ -468,6 +468,18 @@ grid17)  # 2026-12-07 (seventeenth session): the full grid (as grid), then the a
     --seeds 0-7 --json $OUT/accuracy_seeds.json > $OUT/accuracy_seeds.txt 2>&1
   grep -E "FAIL|failed|passed|Error" $OUT/accuracy_seeds.txt | tail -12
   ;;
+inreg17)  # 2026-12-07 (seventeenth session): what the FP8 kernels' in-register row scales cost:
+         # mxfp8 with them, without them (FLAMIA_UNSAFE_NO_INREG_SCALES=1: P' and dS' cast
+         # unscaled, WRONG values, timing only), with them again; three processes back to back
+         # (the switch is read at import), kernel profile (~4 min)
+  for run in 0a 1 0b; do
+    FLAMIA_UNSAFE_NO_INREG_SCALES=${run:0:1} FLAMIA_AUTOTUNE=8x3,4x3 step "bench inreg$run" \
+      ${BENCH_S:-100} python -m bench.attention --quick --profile --rounds ${ROUNDS:-3} \
+      --dists ${DISTS:-u32_1024 one_doc} --providers flamia-mxfp8 --tag _noscale$run \
+      --out $OUT > $OUT/bench_noscale$run.log 2>&1
+    grep -E "^\| |Error|experiment" $OUT/bench_noscale$run.log | grep -v "^| ---" | tail -6
+  done
+  ;;
 final12)  # 2026-12-06 (twelfth session, last ~350 s of device time): the final tree (cuda_major
          # caches CUDA's availability): U(32, 1024) and lognormal 1k in 6 alternating rounds
          # against cuDNN THD, then the API GPU tests and the default kernels' leak rows

@@ -33,11 +33,13 @@ are read from L2 rather than DRAM (FLAMIA_ORDER, kernels.attention.launch_order)
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from ._tensor_cache import TensorCache
 from .kernels import attention as K
-from .kernels.quantize import quantize_qkv, token_major_copies
+from .kernels.quantize import INREG_ROW_SCALES, quantize_qkv, token_major_copies
 
 __all__ = ["TRITON_RECIPES", "triton_attention", "BatchPlan", "batch_plan"]
 
@@ -57,6 +59,10 @@ def _fp8_scales(recipe: str) -> dict:
         raise ValueError("fp8_rowwise's fp32 per-token scales are not E8M0 block scales, so the "
                          "block-scaled MMA (FLAMIA_FP8_MMA=mx, the default from compute "
                          "capability 10) cannot take them; set FLAMIA_FP8_MMA=fast or precise")
+    if not INREG_ROW_SCALES:
+        warnings.warn("FLAMIA_UNSAFE_NO_INREG_SCALES=1: the FP8 kernels cast P' and dS' without "
+                      "their row scales, so every FP8 result is WRONG; a timing experiment only "
+                      "(flamia/kernels/quantize.py)", RuntimeWarning, stacklevel=2)
     return {"qk_nvfp4": recipe == "nvfp4_fp8", "fp32_scale": fp32_scale}
 
 

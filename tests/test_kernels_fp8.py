@@ -369,3 +369,48 @@ def test_fp8_rowwise_refuses_the_block_scaled_mma(monkeypatch):
     q, k, v, _ = rand_qkvdo(64, 2, 2, 64, seed=23, device=DEVICE)
     with pytest.raises(ValueError, match="fp8_rowwise.*FLAMIA_FP8_MMA=fast"):
         _fp8(q, k, v, cu, recipe="fp8_rowwise")
+
+
+_NO_INREG_SCALES_SCRIPT = """
+import warnings, torch, flamia
+from flamia.kernels.quantize import INREG_ROW_SCALES
+from conftest import rand_qkvdo
+from test_kernels import _cu
+cu = _cu([40, 24], "cpu")
+q, k, v, do = rand_qkvdo(64, 2, 2, 64, seed=3, device="cpu")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    o = flamia.attention(q, k, v, cu, 64, recipe="mxfp8", impl="triton")
+print("SCALES", bool(INREG_ROW_SCALES), "WARNED", any("UNSAFE" in str(w.message) for w in caught))
+torch.save(o.float(), OUT)
+"""
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="interpreter tier: the switch is read at import")
+def test_no_inreg_scales_experiment_changes_the_kernels_and_warns(tmp_path):
+    """FLAMIA_UNSAFE_NO_INREG_SCALES=1 (a timing experiment, kernels/quantize.py) must reach the
+    kernels, or its timings would be the normal kernels'. In a fresh interpreter process with it
+    set, the mxfp8 forward warns and its output differs from the default's (P' without its row
+    scales underflows); without it, no warning and the reference recipe's output."""
+    import os
+    import subprocess
+    import sys
+
+    outs = {}
+    for flag in ("0", "1"):
+        out = tmp_path / f"o{flag}.pt"
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = os.pathsep.join([here, os.path.dirname(here), os.environ.get("PYTHONPATH", "")])
+        env = dict(os.environ, FLAMIA_UNSAFE_NO_INREG_SCALES=flag, TRITON_INTERPRET="1",
+                   PYTHONPATH=path)
+        proc = subprocess.run(
+            [sys.executable, "-c", f"OUT = {str(out)!r}\n" + _NO_INREG_SCALES_SCRIPT],
+            cwd=here, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        scales, warned = flag == "0", flag == "1"
+        assert f"SCALES {scales} WARNED {warned}" in proc.stdout, proc.stdout
+        outs[flag] = torch.load(out)
+    q, k, v, _ = rand_qkvdo(64, 2, 2, 64, seed=3, device="cpu")
+    ref = flamia.attention(q, k, v, _cu([40, 24], "cpu"), 64, recipe="mxfp8", impl="reference")
+    assert (outs["0"] - ref.float()).norm() <= TOL["cpu"] * ref.float().norm()
+    assert (outs["1"] - outs["0"]).norm() > 0.05 * outs["0"].norm()

@@ -43,6 +43,12 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 IS_INTERPRETER = tl.constexpr(INTERPRET)
 FP8_STORAGE = torch.bfloat16 if INTERPRET else torch.float8_e4m3fn
 E4M3_MAX = 448.0
+# A timing experiment, never a recipe: FLAMIA_UNSAFE_NO_INREG_SCALES=1 (read at import) makes the
+# FP8 kernels cast P' and dS' (their per-token folds included) to E4M3 with no per-row scale, so
+# their results are WRONG (values underflow). It measures what the recipe's in-register row
+# scales cost (row maxima, E8M0 exponents, the rescaling multiply): the upper bound of what any
+# cheaper in-register scale rule could gain. ``flamia.ops`` warns when it is set.
+INREG_ROW_SCALES = tl.constexpr(os.environ.get("FLAMIA_UNSAFE_NO_INREG_SCALES", "0") != "1")
 
 
 @triton.jit
