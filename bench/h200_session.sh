@@ -86,9 +86,9 @@
 # TIER_S=220 BENCH_S=170 ROUNDS=3 DISTS="u32_1024 one_doc" (tests pass; fp8_rowwise 0.7-0.9%
 # slower than mxfp8), then the BF16 Hopper and API/launch tests on the warm machine. Next
 # session: grid on an H200 if one is lent (none has run since the morning of 2026-12-06).
-# 2026-12-07 (seventeenth session): no machine could be started (about twenty calls); grid17, inreg17
-# and quick17 are written and have not run. Next session: grid17 on an H200 (or an H100), then
-# inreg17 on the warm machine.
+# 2026-12-07 (seventeenth session): no machine could be started (about twenty calls): grid17,
+# inreg17 and quick17 are written and have not run. Next session: grid17 on an H200 (or an
+# H100), then inreg17 on the warm machine.
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (bench/PERFORMANCE_LOG.md); it takes about 5 minutes.
