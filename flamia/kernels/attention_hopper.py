@@ -947,11 +947,19 @@ def _quantize_p8(p, sv):
     in fp32, which the E4M3 cast (saturating, round to nearest even) turns into the MMA operand
     (_p8_operand). P >= 0 and sV > 0, so the row maximum is the row's absolute maximum."""
     pf = p * gl.expand_dims(sv, 0)
+    return _scale_rows(pf, pf)
+
+
+@gluon.jit
+def _scale_rows(x, mag):
+    """x scaled for E4M3 per row by the E8M0 scale of the row's maximum of ``mag`` (x's absolute
+    values, or x itself where it is >= 0), with those scales: the in-register rounding of P' and
+    dS' (kernels.attention._quantize_rows)."""
     if INREG_ROW_SCALES:
-        exp = e8m0_exponent(gl.max(pf, 1))
+        exp = e8m0_exponent(gl.max(mag, 1))
     else:  # timing experiment only (quantize.INREG_ROW_SCALES): scale 1, wrong values
-        exp = gl.full([pf.shape[0]], 0, gl.int32, layout=gl.SliceLayout(1, pf.type.layout))
-    return pf * gl.expand_dims(pow2(-exp), 1), pow2(exp)
+        exp = gl.full([x.shape[0]], 0, gl.int32, layout=gl.SliceLayout(1, x.type.layout))
+    return x * gl.expand_dims(pow2(-exp), 1), pow2(exp)
 
 
 @gluon.jit
@@ -2500,11 +2508,7 @@ def _ds_values(pt, dpt, delta, sq, sdo, sv):
     # (dP^T sdO) sV - delta: one FMA per element after sdO (exact for E8M0 scales), as triton's.
     dst = pt * (dpt * gl.expand_dims(sdo, 0) * gl.expand_dims(sv, 1) - gl.expand_dims(delta, 0))
     dsf = dst * gl.expand_dims(sq, 0)
-    if INREG_ROW_SCALES:
-        exp = e8m0_exponent(gl.max(gl.abs(dsf), 1))
-    else:  # timing experiment only (quantize.INREG_ROW_SCALES): scale 1, wrong values
-        exp = gl.full([dsf.shape[0]], 0, gl.int32, layout=gl.SliceLayout(1, dsf.type.layout))
-    return dsf * gl.expand_dims(pow2(-exp), 1), pow2(exp)
+    return _scale_rows(dsf, gl.abs(dsf))
 
 
 @gluon.jit
