@@ -130,10 +130,11 @@ def seed_summary(rows_by_seed: dict[int, list[dict]]) -> dict:
         for kind, t, factor, ref_name, err, ref in _check_values(rows):
             c = checks.setdefault(f"{kind} {t} mxfp8 <= {factor}x {ref_name}",
                                   {"passed": 0, "seeds": 0, "worst": 0.0, "worst_seed": seed})
+            limit = factor * ref
             c["seeds"] += 1
-            c["passed"] += err <= factor * ref
-            if err / (factor * ref) > c["worst"]:
-                c["worst"], c["worst_seed"] = err / (factor * ref), seed
+            c["passed"] += err <= limit
+            if err / limit > c["worst"]:
+                c["worst"], c["worst_seed"] = err / limit, seed
         by = {(r["input"], r["recipe"]): r for r in rows}
         for kind in INPUT_KINDS:
             tw = by[(kind, "fp8_tensorwise")]
