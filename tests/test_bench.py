@@ -290,3 +290,29 @@ def test_summary_of_the_saved_grid():
         if row["provider"].startswith("flamia") and "fwd_bwd_ms" in row:
             best = summary.fastest_baseline(table[summary.workload_key(row)])
             assert best[1] / row["fwd_bwd_ms"] == pytest.approx(row["speedup_vs_fastest_baseline"])
+
+
+def test_pscale_rules_compute_the_recipe_and_stay_causal():
+    """bench.pscale_rules: its amax rule is the reference's forward bit for bit; the two bound
+    rules change O only by rounding, and no row's O moves when a later token of its document (or
+    another document) is scaled by 1e3 (their bounds read visible entries only)."""
+    from bench.pscale_rules import RULES, forward_o, inputs
+    from flamia.reference import reference_attention
+
+    total = 192
+    cu = torch.tensor([0, 70, total], dtype=torch.int32)
+    q, k, v = inputs("outliers", total, 0, cu)
+    outs = {rule: forward_o(q, k, v, cu, "mxfp8", rule) for rule in RULES}
+    ref = reference_attention(q, k, v, cu, recipe="mxfp8")
+    assert torch.equal(outs["amax"].to(torch.bfloat16), ref)
+    for rule in ("tile_bound", "running_bound"):
+        rel = (outs[rule] - outs["amax"]).norm() / outs["amax"].norm()
+        assert 0 < rel < 1e-3, (rule, rel)
+    future = 130  # in the second document, off the 64-token grid
+    k2, v2 = k.clone(), v.clone()
+    k2[future] *= 1e3
+    v2[future] *= 1e3
+    for rule in RULES:
+        moved = forward_o(q, k2, v2, cu, "mxfp8", rule)
+        assert torch.equal(moved[:future], outs[rule][:future]), rule
+        assert not torch.equal(moved[future:], outs[rule][future:]), rule
