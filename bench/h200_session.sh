@@ -89,6 +89,10 @@
 # 2026-12-07 (seventeenth session): no machine could be started (about twenty calls): grid17,
 # inreg17 and quick17 are written and have not run. Next session: grid17 on an H200 (or an
 # H100), then inreg17 on the warm machine.
+# Run 2026-12-07 (eighteenth session, an H100 after about a dozen calls got no machine): inreg17
+# (64 s), then tests/test_kernels_fp8.py and tests/test_kernels_hopper.py -k "fp8 or switch" (no
+# failure; cut by the time limit) and flamia.report --impl triton --seeds 0-7 on the warm machine.
+# Next session: grid17 on an H200 if one is lent.
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (bench/PERFORMANCE_LOG.md); it takes about 5 minutes.
