@@ -89,7 +89,7 @@
 # 2026-12-07 (seventeenth session): no machine could be started (about twenty calls): grid17,
 # inreg17 and quick17 are written and have not run. Next session: grid17 on an H200 (or an
 # H100), then inreg17 on the warm machine.
-# Run 2026-12-07 (eighteenth session, an H100 after about a dozen calls got no machine): inreg17
+# Run 2026-12-07 (eighteenth session, an H100 after seventeen calls got no machine): inreg17
 # (64 s), then tests/test_kernels_fp8.py and tests/test_kernels_hopper.py -k "fp8 or switch" (no
 # failure; cut by the time limit) and flamia.report --impl triton --seeds 0-7 on the warm machine.
 # Next session: grid17 on an H200 if one is lent.
