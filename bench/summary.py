@@ -12,7 +12,9 @@ BASELINES (FlexAttention, varlen, cuDNN dense, cuDNN THD); one that failed on a 
          least 0.9x of it on the one-document workloads (within 10% of cuDNN);
   mxfp8  flamia-mxfp8 at least 1.3x the fastest baseline on every packed workload with D = 128.
 A target that a run cannot judge (its provider or every baseline missing on some workload) says
-so instead of passing.
+so instead of passing. Rows of a timing experiment (bench.attention's ``experiment`` key, e.g.
+FLAMIA_UNSAFE_NO_INREG_SCALES=1: wrong values by design) are marked in the table and judge no
+target.
 
 --against: the same workloads of an older run beside each time, with the change in percent
 (negative: faster now). Runs on different GPUs are not comparable; the tool refuses them unless
@@ -28,6 +30,7 @@ import sys
 from bench.attention import BASELINES
 
 ONE_DOC = "one_doc"
+EXPERIMENT_MARK = " [experiment]"
 TARGETS = {  # provider -> (minimum ratio on packed workloads, on one document, D it applies to)
     "flamia-bf16": (1.0, 0.9, None),
     "flamia-mxfp8": (1.3, None, 128),
@@ -64,6 +67,12 @@ def by_workload(run: dict) -> dict[tuple, dict[str, float | None]]:
     return table
 
 
+def experiment_cells(run: dict) -> dict[tuple, str]:
+    """{(workload key, provider): what the experiment was} for the rows of a timing experiment."""
+    return {(workload_key(row), row["provider"]): row["experiment"]
+            for row in run["results"] if row.get("experiment")}
+
+
 def fastest_baseline(times: dict[str, float | None]) -> tuple[str, float] | None:
     baselines = [(ms, name) for name, ms in times.items() if name in BASELINES and ms is not None]
     if not baselines:
@@ -79,21 +88,26 @@ def flamia_providers(table: dict) -> list[str]:
     return names
 
 
-def verdicts(table: dict) -> list[str]:
+def verdicts(table: dict, experiments: dict[tuple, str] | None = None) -> list[str]:
     """One line per target whose provider the run has: met, not met (with the cells that miss),
-    or not judged (with the cells that lack a number)."""
+    or not judged (with the cells that lack a number or are a timing experiment's)."""
+    experiments = experiments or {}
     lines = []
     providers = flamia_providers(table)
     for provider, (packed_min, one_doc_min, only_d) in TARGETS.items():
         if provider not in providers:
             continue
-        misses, unjudged, ratios = [], [], {"packed": [], "one document": []}
+        misses, unjudged, trials = [], [], []
+        ratios = {"packed": [], "one document": []}
         for key, times in table.items():
             one_doc = key[0] == ONE_DOC
             need = one_doc_min if one_doc else packed_min
             if need is None or (only_d is not None and key[5] != only_d):
                 continue
             best, ms = fastest_baseline(times), times.get(provider)
+            if (key, provider) in experiments:
+                trials.append(workload_label(key))
+                continue
             if best is None or ms is None:
                 unjudged.append(workload_label(key))
                 continue
@@ -106,8 +120,10 @@ def verdicts(table: dict) -> list[str]:
         rule += f", D = {only_d}" if only_d is not None else ""
         if misses:  # one miss decides it, whatever else lacks a number
             lines.append(f"{provider} ({rule}): NOT MET on {len(misses)}: {'; '.join(misses)}")
-        elif unjudged:
-            lines.append(f"{provider} ({rule}): NOT JUDGED, no number for: {'; '.join(unjudged)}")
+        elif unjudged or trials:
+            why = ([f"no number for: {'; '.join(unjudged)}"] if unjudged else []) + (
+                [f"timing-experiment rows (wrong values) on: {'; '.join(trials)}"] if trials else [])
+            lines.append(f"{provider} ({rule}): NOT JUDGED, {'; '.join(why)}")
         else:
             # how many workloads: a quick run's few are not the grid's eleven
             lowest = ", ".join(f"{kind} {min(r):.2f}x over {len(r)}" for kind, r in ratios.items()
@@ -119,7 +135,9 @@ def verdicts(table: dict) -> list[str]:
 
 def summary(run: dict, older: dict | None = None) -> str:
     table = by_workload(run)
+    experiments = experiment_cells(run)
     before = by_workload(older) if older is not None else {}
+    before_experiments = experiment_cells(older) if older is not None else {}
     providers = flamia_providers(table)
     env = run.get("env", {})
     out = [f"# {env.get('gpu', '?')}, {env.get('date', '?')}, commit {env.get('git_commit', '?')}"
@@ -135,12 +153,17 @@ def summary(run: dict, older: dict | None = None) -> str:
                 cells.append("-")
                 continue
             cell = f"{ms:.3f}" + (f" ({best[1] / ms:.2f}x)" if best else "")
+            cell += EXPERIMENT_MARK if (key, p) in experiments else ""
             was = before.get(key, {}).get(p)
             if was is not None:
                 cell += f", was {was:.3f} ({(ms / was - 1) * 100:+.1f}%)"
+                cell += EXPERIMENT_MARK if (key, p) in before_experiments else ""
             cells.append(cell)
         out.append("| " + " | ".join(cells) + " |")
-    out += ["", "Targets:"] + [f"- {line}" for line in verdicts(table)]
+    notes = sorted(set(experiments.values()) | set(before_experiments.values()))
+    if notes:
+        out += ["", f"{EXPERIMENT_MARK.strip()}: a timing experiment's row ({'; '.join(notes)})"]
+    out += ["", "Targets:"] + [f"- {line}" for line in verdicts(table, experiments)]
     return "\n".join(out)
 
 

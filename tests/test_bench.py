@@ -316,3 +316,19 @@ def test_pscale_rules_compute_the_recipe_and_stay_causal():
         moved = forward_o(q, k2, v2, cu, "mxfp8", rule)
         assert torch.equal(moved[:future], outs[rule][:future]), rule
         assert not torch.equal(moved[future:], outs[rule][future:]), rule
+
+
+def test_summary_judges_no_target_on_a_timing_experiment():
+    """Rows that bench.attention marks as a timing experiment (wrong values by design, e.g.
+    FLAMIA_UNSAFE_NO_INREG_SCALES=1) are marked and meet no target, however fast."""
+    from bench import summary
+    run = _run({("u32_1024", 128): {"flamia-mxfp8": 0.5, "cudnn-thd": 1.0}})
+    old = _run({("u32_1024", 128): {"flamia-mxfp8": 0.8, "cudnn-thd": 1.0}})
+    run["results"][0]["experiment"] = "no in-register row scales: wrong values, timing only"
+    (line, ) = summary.verdicts(summary.by_workload(run), summary.experiment_cells(run))
+    assert "NOT JUDGED" in line and "timing-experiment rows" in line and "u32_1024" in line
+    text = summary.summary(run, old)
+    assert "0.500 (2.00x) [experiment], was 0.800 (-37.5%) |" in text
+    assert "no in-register row scales" in text and "MET" not in text.replace("NOT JUDGED", "")
+    del run["results"][0]["experiment"]  # the same cell as a real run: 2.00x, met
+    assert "MET on the workloads" in summary.verdicts(summary.by_workload(run))[0]
