@@ -22,8 +22,8 @@ only) and both keeping every E4M3 value at most 256:
     python -m bench.pscale_rules [--seeds 0-3] [--total 1024]
 
 Prints, per input kind and rule, the relative L2 error of O against float64 exact attention (mean
-and max over seeds) and the worst token's; ``amax`` is checked to be flamia.reference's own
-forward bit for bit before anything is printed.
+and max over seeds) and the worst token's. On every seed and input kind ``amax`` is checked to be
+flamia.reference's own forward bit for bit; where it is not, the run stops with exit status 1.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def main(argv=None) -> int:
     bounds = sorted({0, total // 5, (7 * total) // 8, total})
     cu = torch.tensor(bounds, dtype=torch.int32)
     print(f"recipe {args.recipe}, T={total}, documents {bounds}, Hq=Hkv=2, D=128, "
-          f"seeds {args.seeds[0]}-{args.seeds[-1]}; O relative L2 error against float64 exact attention")
+          f"seeds {args.seeds[0]}-{args.seeds[-1]}; "
+          "O relative L2 error against float64 exact attention")
     print("| input | rule | mean | max | worst token (max) | max change vs amax |")
     print("|---|---|---:|---:|---:|---:|")
     for kind in KINDS:

@@ -121,8 +121,11 @@ def verdicts(table: dict, experiments: dict[tuple, str] | None = None) -> list[s
         if misses:  # one miss decides it, whatever else lacks a number
             lines.append(f"{provider} ({rule}): NOT MET on {len(misses)}: {'; '.join(misses)}")
         elif unjudged or trials:
-            why = ([f"no number for: {'; '.join(unjudged)}"] if unjudged else []) + (
-                [f"timing-experiment rows (wrong values) on: {'; '.join(trials)}"] if trials else [])
+            why = []
+            if unjudged:
+                why.append(f"no number for: {'; '.join(unjudged)}")
+            if trials:
+                why.append(f"timing-experiment rows (wrong values) on: {'; '.join(trials)}")
             lines.append(f"{provider} ({rule}): NOT JUDGED, {'; '.join(why)}")
         else:
             # how many workloads: a quick run's few are not the grid's eleven
