@@ -332,3 +332,72 @@ def test_summary_judges_no_target_on_a_timing_experiment():
     assert "no in-register row scales" in text and "MET" not in text.replace("NOT JUDGED", "")
     del run["results"][0]["experiment"]  # the same cell as a real run: 2.00x, met
     assert "MET on the workloads" in summary.verdicts(summary.by_workload(run))[0]
+
+
+def test_target_bound_counts_the_bytes_the_passes_write():
+    """bench.target_bound's write bytes are the sizes of the tensors the mxfp8 passes allocate
+    (quantize_qkv, the backward's prep buffers, token_major_copies) at a token count with no
+    padding, for MHA and GQA; E4M3 data counted at one byte (the interpreter stores it in bf16)."""
+    from bench.target_bound import pass_traffic
+    from flamia.kernels.attention import QROW
+    from flamia.kernels.quantize import (FP8_STORAGE, mx_token_buffers, quantize_qkv,
+                                         token_major_copies)
+
+    total, d = 128, 32
+    for hq, hkv in ((2, 2), (4, 1)):
+        q, k, v, do = (torch.randn(total, h, d, dtype=torch.bfloat16) for h in (hq, hkv, hkv, hq))
+        nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts)
+        written = lambda ts: sum(t.numel() * (1 if t.dtype == FP8_STORAGE else t.element_size())
+                                 for t in ts)
+        traffic = pass_traffic(total, hq, hkv, d)
+        outs = quantize_qkv(q, k, v, qk_nvfp4=False)
+        assert traffic["quantize"] == (nbytes((q, k, v)), written(outs))
+        q8, k8 = outs[0], outs[2]
+        assert traffic["copies"] == (written((q8, k8)), written(token_major_copies(q8, k8)))
+        delta = torch.empty(hq, total)  # and the per-query rows, as attention_bwd allocates them
+        qrow = torch.empty(hq, total, QROW)
+        o, lse, sq = torch.empty_like(do), torch.empty(hq, total), outs[1]
+        assert traffic["prep"] == (nbytes((do, o, lse, sq)),
+                                   written(mx_token_buffers(do) + (delta, qrow)))
+
+
+def test_target_bound_of_a_run(tmp_path, capsys):
+    """The bound and the rate the target needs, by hand for one workload; a GPU without peaks and
+    a run without mxfp8's profile are refused."""
+    from bench import target_bound as tb
+    from bench.attention import causal_flops, packed_lengths
+
+    run = _run({("u32_1024", 128): {"flamia-mxfp8": 2.0, "flamia-bf16": 1.2, "cudnn-thd": 1.3}},
+               gpu="NVIDIA H200")
+    lengths = packed_lengths("u32_1024", 4, 8192)
+    for row in run["results"]:
+        row["segments"] = len(lengths)
+    mx, bf16 = run["results"][0], run["results"][1]
+    mx["profile_ms"] = {"_attn_fwd_kernel": 0.4, "_attn_bwd_dq_kernel": 1.0,
+                        "_quantize_qkv_kernel": 0.2, "_attn_bwd_prep8_kernel": 0.1}
+    bf16["profile_ms"] = {"_attn_fwd_hopper_persistent_kernel": 1.1}
+    (b, ) = tb.workload_bounds(run, 1.3, tb.PEAKS["H200"])
+    flops = 3.5 * causal_flops(lengths, 16, 128)
+    fewest = tb.pass_bytes(4 * 8192, 16, 16, 128)["fewest"]
+    assert b["judged"] and b["baseline"] == "cudnn-thd"
+    assert b["bound_ms"] == pytest.approx((fewest / 4.8e12 + flops / 1979e12) * 1e3)
+    assert b["passes_ms"] == pytest.approx(0.3)
+    assert b["attention_tflops"] == pytest.approx(flops / 1.4e-3 * 1e-12)
+    assert b["need_tflops"] == pytest.approx(flops / ((1.3 / 1.3 - 0.3) * 1e-3) * 1e-12)
+    assert b["need_share"] == pytest.approx(b["need_tflops"] / 1979)
+    assert b["bf16_share"] == pytest.approx(flops / 1.1e-3 / 989e12)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    assert tb.main([str(path)]) == 0
+    assert "| u32_1024 4x8192 16/16 D128 * | 1.300 (cudnn-thd) | 1.000 |" in capsys.readouterr().out
+    run["env"]["gpu"] = "GPU A"
+    path.write_text(json.dumps(run))
+    with pytest.raises(SystemExit, match="has no peaks here"):
+        tb.main([str(path)])
+    assert tb.main([str(path), "--bandwidth-tbs", "4.8", "--fp8-tflops", "1979",
+                    "--bf16-tflops", "989"]) == 0
+    del mx["profile_ms"]
+    path.write_text(json.dumps(run))
+    with pytest.raises(SystemExit, match="no workload with flamia-mxfp8's profile"):
+        tb.main([str(path), "--bandwidth-tbs", "4.8", "--fp8-tflops", "1979",
+                 "--bf16-tflops", "989"])
