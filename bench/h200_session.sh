@@ -93,6 +93,10 @@
 # (64 s), then tests/test_kernels_fp8.py and tests/test_kernels_hopper.py -k "fp8 or switch" (no
 # failure; cut by the time limit) and flamia.report --impl triton --seeds 0-7 on the warm machine.
 # Next session: grid17 on an H200 if one is lent.
+# 2026-12-07 (nineteenth session): no H200 or H100 could be started from 05:20 to 06:44 (eight
+# failed starts); at 06:46 an H100 ran the ten Hopper FP8 tests the eighteenth session had not
+# reached (all passed). grid17 has still not run. Next session: grid17 on an H200 if one is lent,
+# then python -m bench.target_bound on its JSON.
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (bench/PERFORMANCE_LOG.md); it takes about 5 minutes.
