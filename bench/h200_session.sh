@@ -475,6 +475,9 @@ grid17)  # 2026-12-07 (seventeenth session): the full grid (as grid), then the a
     --profile --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |^(mxfp8|nvfp4|bf16|fp8)|Error" $OUT/bench.log | grep -v "^| ---" | tail -70 \
     | cut -d"|" -f2-7,9,13,15,16
+  # how far the 1.3x target is on this GPU (nineteenth session; CPU arithmetic on the JSON)
+  python -m bench.target_bound $(ls $OUT/attention_*.json | head -1) > $OUT/target_bound.txt 2>&1
+  tail -12 $OUT/target_bound.txt | cut -d"|" -f2,5,6,8,9
   FLAMIA_AUTOTUNE=0 step "accuracy seeds" ${TIER_S:-120} python -m flamia.report --impl triton \
     --seeds 0-7 --json $OUT/accuracy_seeds.json > $OUT/accuracy_seeds.txt 2>&1
   grep -E "FAIL|failed|passed|Error" $OUT/accuracy_seeds.txt | tail -12
