@@ -9,7 +9,8 @@ passes as they are measured.
 
 Reads the JSON that ``bench.attention`` writes; flamia-mxfp8's kernel times come from its
 ``--profile`` (``profile_ms``). Per workload (D = 128 packed workloads are the ones the target
-judges; the others are shown for reference):
+judges; the others are shown for reference, and so is a timing experiment's row, marked as
+bench.summary marks it):
 - bound: fewest pass bytes / bandwidth + 3.5 x causal FLOPs / FP8 peak. The fewest bytes are what
   any mxfp8 path must move outside its attention kernels (pass_bytes "fewest"): Q, K, V read once
   in bf16 and written once per E4M3 layout the Hopper FP8 MMA needs (token-major copies included,
@@ -31,7 +32,8 @@ import argparse
 import sys
 
 from bench.attention import causal_flops, packed_lengths
-from bench.summary import fastest_baseline, load, workload_key, workload_label
+from bench.summary import (EXPERIMENT_MARK, fastest_baseline, load, workload_key,
+                           workload_label)
 
 # GPU name substring -> (DRAM bytes/s, FP8 dense FLOP/s, BF16 dense FLOP/s), SXM parts.
 PEAKS = {
@@ -107,13 +109,15 @@ def workload_bounds(run: dict, target: float, peaks: tuple[float, float, float])
         left_ms = best[1] / target - passes_ms
         bf16 = providers.get("flamia-bf16")
         bf16_ms = sum(bf16["profile_ms"].values()) if bf16 and bf16.get("profile_ms") else None
+        experiment = bool(mx.get("experiment"))  # timing only, wrong values: judged by nothing
         out.append({
-            "workload": workload_label(key), "judged": name != "one_doc" and d == 128,
+            "workload": workload_label(key) + (EXPERIMENT_MARK if experiment else ""),
+            "judged": name != "one_doc" and d == 128 and not experiment,
             "baseline": best[0], "baseline_ms": best[1], "target_ms": best[1] / target,
             "bound_ms": bound_ms, "max_ratio": best[1] / bound_ms,
             "mxfp8_ms": mx["fwd_bwd_ms"], "ratio": best[1] / mx["fwd_bwd_ms"],
             "passes_ms": passes_ms, "passes_bound_ms": nbytes["fewest"] / bandwidth * 1e3,
-            "passes_tbs": nbytes["built"] / passes_ms * 1e-9,
+            "passes_tbs": nbytes["built"] / passes_ms * 1e-9 if passes_ms else None,
             "attention_tflops": flops / attention_ms * 1e-9,
             "need_tflops": flops / left_ms * 1e-9 if left_ms > 0 else None,
             "need_share": flops / left_ms * 1e3 / fp8_peak if left_ms > 0 else None,
@@ -141,11 +145,12 @@ def format_bounds(bounds: list[dict], target: float, gpu: str, peaks) -> str:
                 else f"{b['need_tflops']:.0f} ({pct(b['need_share'])})")
         bf16 = ("-" if b["bf16_tflops"] is None
                 else f"{b['bf16_tflops']:.0f} ({pct(b['bf16_share'])})")
+        tbs = "-" if b["passes_tbs"] is None else f"{b['passes_tbs']:.2f}"
         lines.append(
             f"| {b['workload']}{' *' if b['judged'] else ''} | {b['baseline_ms']:.3f} "
             f"({b['baseline']}) | {b['target_ms']:.3f} | {b['bound_ms']:.3f} "
             f"({b['max_ratio']:.2f}x) | {b['mxfp8_ms']:.3f} ({b['ratio']:.2f}x) | "
-            f"{b['passes_ms']:.3f} ({b['passes_bound_ms']:.3f}, {b['passes_tbs']:.2f}) | "
+            f"{b['passes_ms']:.3f} ({b['passes_bound_ms']:.3f}, {tbs}) | "
             f"{b['attention_tflops']:.0f} | {need} | {bf16} |")
     return "\n".join(lines)
 

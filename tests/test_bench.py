@@ -396,6 +396,9 @@ def test_target_bound_of_a_run(tmp_path, capsys):
         tb.main([str(path)])
     assert tb.main([str(path), "--bandwidth-tbs", "4.8", "--fp8-tflops", "1979",
                     "--bf16-tflops", "989"]) == 0
+    mx["experiment"] = "no in-register row scales: wrong values, timing only"
+    (b, ) = tb.workload_bounds(run, 1.3, tb.PEAKS["H200"])
+    assert not b["judged"] and b["workload"].endswith("[experiment]")
     del mx["profile_ms"]
     path.write_text(json.dumps(run))
     with pytest.raises(SystemExit, match="no workload with flamia-mxfp8's profile"):
