@@ -144,6 +144,9 @@ def packed_lengths(kind: str, rows: int, L: int, seed: int = 0) -> list[int]:
     return segs
 
 
+BWD_FLOPS = 2.5  # the backward's FLOPs per forward FLOP (DESIGN.md section 7)
+
+
 def causal_flops(lengths, hq, d) -> float:
     return 4.0 * hq * d * sum(l * (l + 1) / 2 for l in lengths)
 
@@ -756,8 +759,8 @@ def run_workload(dist, rows, L, hq, hkv, d, providers, seed=0, tol=2e-2, profile
         both = sum(row["fwd_bwd_ms_rounds"]) / len(row["fwd_bwd_ms_rounds"])
         row["gpu_while_timed"] = gpu_summary(samples[name])
         row.update(fwd_ms=fwd, fwd_bwd_ms=both, bwd_ms=both - fwd,
-                   fwd_tflops=flops / fwd * 1e-9, bwd_tflops=2.5 * flops / (both - fwd) * 1e-9,
-                   fwd_bwd_tflops=3.5 * flops / both * 1e-9)
+                   fwd_tflops=flops / fwd * 1e-9, bwd_tflops=BWD_FLOPS * flops / (both - fwd) * 1e-9,
+                   fwd_bwd_tflops=(1 + BWD_FLOPS) * flops / both * 1e-9)
         if profile and name.startswith("flamia"):
             with provider_env(name):
                 row["profile_ms"] = kernel_profile(fn, q, k, v, do)

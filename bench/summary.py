@@ -81,6 +81,17 @@ def fastest_baseline(times: dict[str, float | None]) -> tuple[str, float] | None
     return name, ms
 
 
+def required_ratio(provider: str, key: tuple) -> float | None:
+    """The ratio to the fastest baseline that ``provider``'s target asks for on workload ``key``,
+    or None where its target does not judge that workload (or it has none)."""
+    if provider not in TARGETS:
+        return None
+    packed_min, one_doc_min, only_d = TARGETS[provider]
+    if only_d is not None and key[5] != only_d:
+        return None
+    return one_doc_min if key[0] == ONE_DOC else packed_min
+
+
 def flamia_providers(table: dict) -> list[str]:
     names: list[str] = []
     for times in table.values():
@@ -101,8 +112,8 @@ def verdicts(table: dict, experiments: dict[tuple, str] | None = None) -> list[s
         ratios = {"packed": [], "one document": []}
         for key, times in table.items():
             one_doc = key[0] == ONE_DOC
-            need = one_doc_min if one_doc else packed_min
-            if need is None or (only_d is not None and key[5] != only_d):
+            need = required_ratio(provider, key)
+            if need is None:
                 continue
             best, ms = fastest_baseline(times), times.get(provider)
             if (key, provider) in experiments:

@@ -31,9 +31,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench.attention import causal_flops, packed_lengths
-from bench.summary import (EXPERIMENT_MARK, fastest_baseline, load, workload_key,
-                           workload_label)
+from bench.attention import BWD_FLOPS, causal_flops, packed_lengths
+from bench.summary import (EXPERIMENT_MARK, TARGETS, fastest_baseline, load, required_ratio,
+                           workload_key, workload_label)
 
 # GPU name substring -> (DRAM bytes/s, FP8 dense FLOP/s, BF16 dense FLOP/s), SXM parts.
 PEAKS = {
@@ -43,7 +43,7 @@ PEAKS = {
 # The memory-bound kernels of the mxfp8 path (bench.attention --profile names): everything else
 # in flamia-mxfp8's profile is an attention kernel (or a queue fill, counted with them).
 PASS_KERNELS = ("_quantize_qkv_kernel", "_attn_bwd_prep8_kernel", "_token_major_copy_kernel")
-BACKWARD_FLOPS = 2.5  # x the forward's (DESIGN.md section 7): five matmuls to the forward's two
+PROVIDER = "flamia-mxfp8"  # the provider whose target (bench.summary.TARGETS) this measures
 
 
 def peaks_for(gpu: str, bandwidth_tbs=None, fp8_tflops=None, bf16_tflops=None):
@@ -93,7 +93,7 @@ def workload_bounds(run: dict, target: float, peaks: tuple[float, float, float])
     out = []
     for key, providers in rows.items():
         best = fastest_baseline({p: r["fwd_bwd_ms"] for p, r in providers.items()})
-        mx = providers.get("flamia-mxfp8")
+        mx = providers.get(PROVIDER)
         if best is None or mx is None or not mx.get("profile_ms"):
             continue
         name, n_rows, length, hq, hkv, d = key
@@ -101,7 +101,7 @@ def workload_bounds(run: dict, target: float, peaks: tuple[float, float, float])
         if len(lengths) != mx["segments"]:
             raise SystemExit(f"{workload_label(key)}: {len(lengths)} segments recomputed, the run "
                              f"says {mx['segments']}: not the workload bench.attention drew")
-        flops = (1 + BACKWARD_FLOPS) * causal_flops(lengths, hq, d)
+        flops = (1 + BWD_FLOPS) * causal_flops(lengths, hq, d)
         nbytes = pass_bytes(n_rows * length, hq, hkv, d)
         passes_ms = sum(ms for k, ms in mx["profile_ms"].items() if k.startswith(PASS_KERNELS))
         attention_ms = sum(mx["profile_ms"].values()) - passes_ms
@@ -112,7 +112,7 @@ def workload_bounds(run: dict, target: float, peaks: tuple[float, float, float])
         experiment = bool(mx.get("experiment"))  # timing only, wrong values: judged by nothing
         out.append({
             "workload": workload_label(key) + (EXPERIMENT_MARK if experiment else ""),
-            "judged": name != "one_doc" and d == 128 and not experiment,
+            "judged": required_ratio(PROVIDER, key) is not None and not experiment,
             "baseline": best[0], "baseline_ms": best[1], "target_ms": best[1] / target,
             "bound_ms": bound_ms, "max_ratio": best[1] / bound_ms,
             "mxfp8_ms": mx["fwd_bwd_ms"], "ratio": best[1] / mx["fwd_bwd_ms"],
@@ -158,7 +158,8 @@ def format_bounds(bounds: list[dict], target: float, gpu: str, peaks) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", help="a bench.attention JSON with --profile")
-    ap.add_argument("--target", type=float, default=1.3, help="ratio to the fastest baseline")
+    ap.add_argument("--target", type=float, default=TARGETS[PROVIDER][0],
+                    help="ratio to the fastest baseline (default: the target's, bench.summary)")
     ap.add_argument("--bandwidth-tbs", type=float)
     ap.add_argument("--fp8-tflops", type=float)
     ap.add_argument("--bf16-tflops", type=float)
