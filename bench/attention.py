@@ -388,7 +388,8 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                 "flamia-bf16 (LPT order)": {"FLAMIA_ORDER": "longest"},
                 "flamia-mxfp8 (LPT order)": {"FLAMIA_ORDER": "longest"},
                 # the Gluon FP8 dK/dV kernel's pair steps (H200, 2026-12-06: one document 5.20
-                # vs 5.52 ms for the triton kernels, U(32, 1024) 0.85 vs 0.81)
+                # vs 5.52 ms for the triton kernels, U(32, 1024) 0.85 vs 0.81; H100, 2026-12-07:
+                # fwd+bwd 3.5-10.9% slower than the default single steps on every workload)
                 "flamia-mxfp8 (Gluon dK/dV pair steps)": {"FLAMIA_DKDV_KERNEL": "gluon",
                                                           "FLAMIA_GLUON_DKDV8": "3,pair"},
                 # the persistent Gluon forward (2026-12-05, fourth session; the default since
