@@ -121,7 +121,7 @@ def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.floa
     qk_dtype bfloat16: nvfp4_fp8's Q and K."""
     m, n, _ = H.DKDV8_CONFIG
     with mock.patch.dict(os.environ, {"FLAMIA_GLUON_DKDV8": setting}):
-        st, schedule = H.dkdv8_setting()
+        st, schedule = H.dkdv8_setting(qk_dtype)
     fp8 = torch.float8_e4m3fn
     descs = {"q_desc": H._rows_view(torch.empty(4096, hq, d, dtype=qk_dtype), m),
              "k_desc": H._rows_view(torch.empty(4096, hkv, d, dtype=qk_dtype), n),

@@ -336,7 +336,8 @@ def test_gluon_dkdv8_setting_is_checked(monkeypatch):
     before anything is compiled."""
     from flamia.kernels import attention_hopper as H
     monkeypatch.delenv("FLAMIA_GLUON_DKDV8", raising=False)
-    assert H.dkdv8_setting() == (H.DKDV8_CONFIG[2], "wait") == (2, "wait")
+    assert H.dkdv8_setting() == (H.DKDV8_CONFIG[2], H.DKDV8_SCHEDULE) == (3, "pipe")
+    assert H.dkdv8_setting(torch.bfloat16) == H.DKDV8_BF16_QK == (2, "wait")  # nvfp4_fp8
     _check_setting(monkeypatch, "FLAMIA_GLUON_DKDV8", H.dkdv8_setting,
                    (("3", (3, "wait")), ("2,pipe", (2, "pipe")), ("3,pipe", (3, "pipe")),
                     ("3,pair", (3, "pair")), ("2,pair", (2, "pair"))),
@@ -840,12 +841,14 @@ def test_gluon_fp8_dkdv_is_the_triton_fp8_dkdv(lengths, hq, hkv, d, recipe, pois
     triton FP8 dK/dV kernels' function on the same tiles: the same MMAs per tile, P'^T and
     dS'^T quantized per row of the same tiles, dK and dV updated as acc + X * scale in the same
     order (attention_hopper.DKDV8_CONFIG): the same bits as the triton split kernels and as the
-    fused one, with every schedule of its partitions (FLAMIA_GLUON_DKDV8=3,pipe: in flight;
-    3,pair and 2,pair: two query tiles per step, odd ranges and several query heads per kv head
-    in GPU_CASES), and as the default (no setting: the Gluon kernel on Hopper). Every element
-    written (poisoned outputs)."""
+    fused one, with every schedule of its partitions (no setting: 3,pipe, in flight, mxfp8's
+    default; FLAMIA_GLUON_DKDV8=2: each partition waits for its MMAs, nvfp4_fp8's default and
+    mxfp8's before 2026-12-07; 3,pipe named; 3,pair and 2,pair: two query tiles per step, odd
+    ranges and several query heads per kv head in GPU_CASES), and as the default (no setting:
+    the Gluon kernel on Hopper).
+    Every element written (poisoned outputs)."""
     grads = {}
-    gluon = [f"gluon {s}" for s in ("3,pipe", "3,pair", "2,pair")]
+    gluon = [f"gluon {s}" for s in ("2", "3,pipe", "3,pair", "2,pair")]
     for name, env in [("split", {"FLAMIA_DKDV_KERNEL": "triton"}), ("default", {}),
                       ("fused", {"FLAMIA_DKDV_KERNEL": "triton", "FLAMIA_FP8_DKDV": "fused"}),
                       ("gluon", {"FLAMIA_DKDV_KERNEL": "gluon"})] + [

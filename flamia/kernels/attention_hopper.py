@@ -80,8 +80,8 @@ steps, measured slower on the H200 on 2026-12-06 and removed, see FWD8_MODES).
 The FP8 dK/dV kernel (_attn_bwd_dkdv8_hopper_ws_kernel, mxfp8 and nvfp4_fp8) is the triton FP8
 dK/dV kernels' function on their 64 x 64 tiles in one kernel where triton runs two (a dV-only
 and a dK-only kernel, each recomputing S^T and P^T): a P partition (S^T, P^T, dV) hands P^T to a
-dS partition (dP^T, dS^T, dK) through shared memory; see DKDV8_CONFIG. It runs only when asked
-for (FLAMIA_DKDV_KERNEL=gluon). Written on 2026-12-05 without a GPU: it compiles for sm_90 with
+dS partition (dP^T, dS^T, dK) through shared memory; see DKDV8_CONFIG. The default on Hopper
+since 2026-12-06 (kernels.attention.dkdv_kernel). Written on 2026-12-05 without a GPU: it compiles for sm_90 with
 no spills (168 registers; per 64 x 64 pair 430 SASS instructions per warp in the P partition and
 423 in the dS partition, against 446 + 585 for the triton dV-only and dK-only kernels; triton
 3.6, bench/gluon_report.py). On an H100 (2026-12-05): bitwise equal to the triton kernels and
@@ -2293,13 +2293,21 @@ def _attn_bwd_dkdv_hopper_persistent_kernel(
 # (lse2, delta, sQ, sdO: 1 KB, read from shared memory by both) into a ring.
 # Same tiles (64 queries x 64 keys; the query tile is the recipe's 64-token group of P'^T and
 # dS'^T) and the same operations per element in the same order as the triton kernels, so the
-# same bits: the plan is shared with them. By default each partition waits for its own MMAs;
-# FLAMIA_GLUON_DKDV8=3,pipe gives both the FP8 forward's in-flight schedule (the dV / dK MMA of
-# one pair runs while the next pair's P'^T / dS'^T is made): compile-only (triton 3.6) no spills
-# once the per-query rows come from shared memory (with them loaded from global memory the P
-# partition spilled 280 B per thread), but 466 + 485 instructions per unmasked pair instead of
-# 430 + 423 (the carried operand reaches its MMA layout through shared memory).
-DKDV8_CONFIG = (64, 64, 2)  # (BLOCK_M queries, BLOCK_N keys, ring slots)
+# same bits: the plan is shared with them. By default (since 2026-12-07) both partitions run
+# the FP8 forward's in-flight schedule ("pipe": the dV / dK MMA of one pair runs while the next
+# pair's P'^T / dS'^T is made) over 3 ring slots: compiled (triton 3.6) no spills once the
+# per-query rows come from shared memory (with them loaded from global memory the P partition
+# spilled 280 B per thread), 466 + 485 instructions per unmasked pair instead of 430 + 423 (the
+# carried operand reaches its MMA layout through shared memory), and yet 3-6% less dK/dV time
+# than each partition waiting for its own MMAs ("wait", the default before; H100, 2026-12-07,
+# bench/results/dkdv8_variants_20261207-0927_H100.txt: one document 4.64 -> 4.36 ms, U(32,
+# 1024) 0.751 -> 0.756; the grid's workloads, bench/results/attention_20261207-0936_*pipe*:
+# mxfp8 fwd+bwd -3.6% to +0.6%). With 2 slots the in-flight schedule starves (one document
+# 6.35 ms). nvfp4_fp8 (bf16-held Q and K, 48 KB ring slots) keeps the former default: with
+# the in-flight schedule its fwd+bwd moved by -2.9% to +1.3%, its dK/dV kernel mostly slower.
+DKDV8_CONFIG = (64, 64, 3)  # (BLOCK_M queries, BLOCK_N keys, ring slots) of E4M3 Q and K
+DKDV8_SCHEDULE = "pipe"
+DKDV8_BF16_QK = (2, "wait")  # (ring slots, schedule) with nvfp4_fp8's bf16-held Q and K
 DKDV8_CONSUMER_REGS = 240  # 2 x 128 x 240 + 32 x 24 <= 65536 registers
 DKDV8_PRODUCER_REGS = 24
 P_SLOTS = gl.constexpr(2)  # P^T tiles in flight between the partitions
@@ -2308,9 +2316,10 @@ P_SLOTS = gl.constexpr(2)  # P^T tiles in flight between the partitions
 DKDV8_SCHEDULES = ("wait", "pipe", "pair")
 
 
-def dkdv8_setting() -> tuple[int, str]:
-    """(ring slots, schedule) of the FP8 dK/dV kernel: DKDV8_CONFIG's slots and "wait" (each
-    partition waits for its MMAs within the step), or FLAMIA_GLUON_DKDV8="S" / "S,pipe" /
+def dkdv8_setting(qk_dtype=torch.float8_e4m3fn) -> tuple[int, str]:
+    """(ring slots, schedule) of the FP8 dK/dV kernel: DKDV8_CONFIG's slots and DKDV8_SCHEDULE
+    (DKDV8_BF16_QK for Q and K of dtype bfloat16, nvfp4_fp8's), or FLAMIA_GLUON_DKDV8="S" (wait:
+    each partition waits for its MMAs within the step) / "S,pipe" /
     "S,pair" (sweeps; S = 2 or 3: at D = 128 a slot holds four 8 KB tiles, 48 KB with
     nvfp4_fp8's bf16 Q tiles, so 4 would not fit in shared memory; pipe: the in-flight schedule
     of both partitions, _dkdv8_p_step and _dkdv8_ds_step, which release ring slots a step later;
@@ -2318,7 +2327,7 @@ def dkdv8_setting() -> tuple[int, str]:
     at every launch."""
     text = os.environ.get("FLAMIA_GLUON_DKDV8")
     if not text:
-        return DKDV8_CONFIG[2], "wait"
+        return DKDV8_BF16_QK if qk_dtype == torch.bfloat16 else (DKDV8_CONFIG[2], DKDV8_SCHEDULE)
     fields = text.split(",")
     if fields[0] not in ("2", "3") or fields[1:] not in ([], ["pipe"], ["pair"]):
         raise ValueError(f"FLAMIA_GLUON_DKDV8={text!r}; accepted: ring slots 2 or 3, optionally "
@@ -3252,7 +3261,7 @@ def attention_dkdv8_hopper(q8, k8, v8, do8, qt, dot, qrow, skv, seg_end, order_d
     assert qrow.shape == (hq, total, 4) and qrow.is_contiguous(), "qrow: contiguous [Hq, T, 4]"
     assert skv.shape == (hkv, total, 2) and skv.is_contiguous(), "skv: contiguous [Hkv, T, 2]"
     block_m, block_n, _ = DKDV8_CONFIG
-    stages, schedule = dkdv8_setting()
+    stages, schedule = dkdv8_setting(q8.dtype)
     launch(_attn_bwd_dkdv8_hopper_ws_kernel, (hkv, order_dkdv.numel()),
         _rows_view(q8, block_m), _rows_view(k8, block_n), _rows_view(v8, block_n),
         _rows_view(do8, block_m), _token_major_view(qt, block_m), _token_major_view(dot, block_m),
