@@ -163,11 +163,10 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
     nothing) dP^T (D / 32 FP8) and dK (2 FP8, or 4 BF16 for nvfp4_fp8): the schedule where
     each partition waits for its MMAs (FLAMIA_GLUON_DKDV8=2, nvfp4_fp8's default). The in-flight
     schedule (3,pipe, mxfp8's default) adds pair 0's S^T and dP^T before the loops and the last
-    dV and dK after them; it
-    spills nothing with the H200's triton 3.6 for mxfp8 (12 B for nvfp4_fp8) but 292-332 B with 3.9.
-    The pair schedule (3,pair): in both partitions, per range (three per query head), a pair
-    step (two tiles' MMAs) and a single step for an odd range's last tile; 16 B spilled with
-    triton 3.6, 968 B with 3.9."""
+    dV and dK after them; it spills nothing with the H200's triton 3.6 for mxfp8 (12 B for
+    nvfp4_fp8) but 292-332 B with 3.9. The pair schedule (3,pair): in both partitions, per
+    range (three per query head), a pair step (two tiles' MMAs) and a single step for an odd
+    range's last tile; 16 B spilled with triton 3.6, 968 B with 3.9."""
     import torch
 
     from flamia.kernels import attention_hopper as H

@@ -845,8 +845,7 @@ def test_gluon_fp8_dkdv_is_the_triton_fp8_dkdv(lengths, hq, hkv, d, recipe, pois
     default; FLAMIA_GLUON_DKDV8=2: each partition waits for its MMAs, nvfp4_fp8's default and
     mxfp8's before 2026-12-07; 3,pipe named; 3,pair and 2,pair: two query tiles per step, odd
     ranges and several query heads per kv head in GPU_CASES), and as the default (no setting:
-    the Gluon kernel on Hopper).
-    Every element written (poisoned outputs)."""
+    the Gluon kernel on Hopper). Every element written (poisoned outputs)."""
     grads = {}
     gluon = [f"gluon {s}" for s in ("2", "3,pipe", "3,pair", "2,pair")]
     for name, env in [("split", {"FLAMIA_DKDV_KERNEL": "triton"}), ("default", {}),

@@ -81,12 +81,13 @@ The FP8 dK/dV kernel (_attn_bwd_dkdv8_hopper_ws_kernel, mxfp8 and nvfp4_fp8) is 
 dK/dV kernels' function on their 64 x 64 tiles in one kernel where triton runs two (a dV-only
 and a dK-only kernel, each recomputing S^T and P^T): a P partition (S^T, P^T, dV) hands P^T to a
 dS partition (dP^T, dS^T, dK) through shared memory; see DKDV8_CONFIG. The default on Hopper
-since 2026-12-06 (kernels.attention.dkdv_kernel). Written on 2026-12-05 without a GPU: it compiles for sm_90 with
-no spills (168 registers; per 64 x 64 pair 430 SASS instructions per warp in the P partition and
-423 in the dS partition, against 446 + 585 for the triton dV-only and dK-only kernels; triton
-3.6, bench/gluon_report.py). On an H100 (2026-12-05): bitwise equal to the triton kernels and
-probes exactly 0 (GPU tests), dK/dV kernel one document 5.49 vs 5.65 ms, lognormal 1k 1.90 vs
-1.99 ms (bench/results/attention_20261205-1449_*); short documents unmeasured.
+since 2026-12-06 (kernels.attention.dkdv_kernel). Written on 2026-12-05 without a GPU: it
+compiles for sm_90 with no spills (168 registers; per 64 x 64 pair 430 SASS instructions per
+warp in the P partition and 423 in the dS partition, against 446 + 585 for the triton dV-only
+and dK-only kernels; triton 3.6, bench/gluon_report.py). On an H100 (2026-12-05): bitwise equal
+to the triton kernels and probes exactly 0 (GPU tests), dK/dV kernel one document 5.49 vs 5.65
+ms, lognormal 1k 1.90 vs 1.99 ms (bench/results/attention_20261205-1449_*). Since 2026-12-07
+mxfp8's runs in flight over 3 ring slots (DKDV8_SCHEDULE).
 
 The three BF16 kernels run by default on GPUs of compute capability 9.x (FLAMIA_FWD_KERNEL / FLAMIA_DQ_KERNEL /
 FLAMIA_DKDV_KERNEL = auto, the default, or gluon; see kernels.attention.fwd_kernel, dq_kernel,
