@@ -218,8 +218,10 @@ def test_gluon_launchers_compile_what_they_launch():
     """Every Gluon launcher, run on CPU tensors with its kernel recorded (bench/gluon_report.py
     --launchers): what it passes binds to the kernel's parameters (each exactly once) and
     compiles for sm_90; a launcher/kernel mismatch would otherwise first show on the GPU. The
-    FP8 dK/dV kernel (both recipes, default schedule) spills nothing as launched."""
+    FP8 dK/dV kernel (both recipes, default schedule) spills nothing as launched with the GPU's
+    triton 3.6; with another triton, mxfp8's in-flight schedule may spill (3.9: 388 B)."""
     out = _bench("bench.gluon_report", "--launchers", "--tokens", "300").stdout
+    gpu_triton = out.startswith("# triton 3.6.")
     launches = [line for line in out.splitlines() if line.startswith("launch ")]
     # one doc-tile dK/dV launch (doc tiles load lse2/delta); each dQ mode with delta computed
     # (FLAMIA_DELTA=dq) and read; the persistent dK/dV kernel in both lse modes; per FP8 recipe
@@ -227,7 +229,10 @@ def test_gluon_launchers_compile_what_they_launch():
     assert len(launches) == 30, out
     for line in launches:
         if line.startswith("launch dkdv8") and line.split(":")[0].endswith("default"):
-            assert "spills 0 B stored / 0 B loaded" in line, out
+            stored, loaded = map(int, re.search(r"spills (\d+) B stored / (\d+) B loaded",
+                                                line).groups())
+            bound = 0 if gpu_triton or "nvfp4_fp8" in line else 512
+            assert stored <= bound and loaded <= bound, out
 
 
 def test_backward_prologue_compiles_for_sm90():
