@@ -117,7 +117,8 @@ def compile_fwd8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float
 
 def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float8_e4m3fn,
                   setting: str = ""):
-    """The compiled FP8 dK/dV kernel for FLAMIA_GLUON_DKDV8=setting ('' = DKDV8_CONFIG);
+    """The compiled FP8 dK/dV kernel for FLAMIA_GLUON_DKDV8=setting ('' = the default,
+    attention_hopper.dkdv8_setting: 3,pipe for E4M3 Q and K, 2 for bf16-held ones);
     qk_dtype bfloat16: nvfp4_fp8's Q and K."""
     m, n, _ = H.DKDV8_CONFIG
     with mock.patch.dict(os.environ, {"FLAMIA_GLUON_DKDV8": setting}):
