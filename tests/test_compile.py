@@ -31,6 +31,12 @@ def _bench(module, *args):
     return out
 
 
+def _spills_at_most(text, bound):
+    """Whether a gluon_report line or block spills at most ``bound`` bytes, stored and loaded."""
+    stored, loaded = map(int, re.search(r"spills (\d+) B stored / (\d+) B loaded", text).groups())
+    return stored <= bound and loaded <= bound
+
+
 def _ir_report(*args):
     out = _bench("bench.ir_report", *args)
     rows = {}
@@ -126,9 +132,7 @@ def test_gluon_kernels_compile_for_sm90():
                                    (0, 0, 0, 0, 16, None, 16)):
         assert int(re.search(r"shared (\d+) B", block).group(1)) <= 227 * 1024, out
         if spill is not None:
-            stored, loaded = map(int, re.search(r"spills (\d+) B stored / (\d+) B loaded",
-                                                block).groups())
-            assert stored <= spill and loaded <= spill, out
+            assert _spills_at_most(block, spill), out
             assert int(re.search(r"HGMMA (\d+)", block).group(1)) == hgmma, out
         assert "MMA waits" in block, out
 
@@ -148,9 +152,7 @@ def test_gluon_fp8_forward_compiles_for_sm90():
         block = kernels[f"fwd8 {recipe}"]
         assert int(re.search(r"shared (\d+) B", block).group(1)) <= 227 * 1024, out
         assert re.search(r"HGMMA (\d+) QGMMA (\d+)", block).groups() == (str(hgmma), str(qgmma)), out
-        stored, loaded = map(int, re.search(r"spills (\d+) B stored / (\d+) B loaded",
-                                            block).groups())
-        assert stored <= bound and loaded <= bound, out
+        assert _spills_at_most(block, bound), out
 
 
 def test_gluon_fp8_dkdv_compiles_for_sm90():
@@ -191,15 +193,13 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
             if d == 128:  # at D = 64 ptxas emits one step of a loop twice (20 FP8 MMAs, not 16)
                 assert re.search(r"HGMMA (\d+) QGMMA (\d+)", block).groups() == (
                     str(hgmma), str(qgmma)), out
-            stored, loaded = map(int, re.search(r"spills (\d+) B stored / (\d+) B loaded",
-                                                block).groups())
             # the in-flight schedule (mxfp8's default, "pipe"): none (mxfp8) or 12 B (nvfp4_fp8)
             # with triton 3.6 (the H200's), 292 / 332 B with 3.9; pair steps: 16 B (mxfp8) and
             # 224 B (nvfp4_fp8) with 3.6, 968 B with 3.9; waiting for the MMAs (":2",
             # nvfp4_fp8's default): none
             pipe = recipe == "mxfp8" or recipe.endswith("pipe")
             bound = 1024 if recipe.endswith("pair") else 400 if pipe else 0
-            assert stored <= bound and loaded <= bound, out
+            assert _spills_at_most(block, bound), out
 
 
 def test_gluon_dkdv_lse_tma_compiles_for_sm90():
@@ -229,10 +229,8 @@ def test_gluon_launchers_compile_what_they_launch():
     assert len(launches) == 30, out
     for line in launches:
         if line.startswith("launch dkdv8") and line.split(":")[0].endswith("default"):
-            stored, loaded = map(int, re.search(r"spills (\d+) B stored / (\d+) B loaded",
-                                                line).groups())
             bound = 0 if gpu_triton or "nvfp4_fp8" in line else 512
-            assert stored <= bound and loaded <= bound, out
+            assert _spills_at_most(line, bound), out
 
 
 def test_backward_prologue_compiles_for_sm90():
