@@ -122,7 +122,7 @@ def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.floa
     qk_dtype bfloat16: nvfp4_fp8's Q and K."""
     m, n, _ = H.DKDV8_CONFIG
     with mock.patch.dict(os.environ, {"FLAMIA_GLUON_DKDV8": setting}):
-        st, schedule = H.dkdv8_setting(qk_dtype)
+        st, schedule, pt_slots = H.dkdv8_setting(qk_dtype)
     fp8 = torch.float8_e4m3fn
     descs = {"q_desc": H._rows_view(torch.empty(4096, hq, d, dtype=qk_dtype), m),
              "k_desc": H._rows_view(torch.empty(4096, hkv, d, dtype=qk_dtype), n),
@@ -134,7 +134,7 @@ def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.floa
     return _compile(H._attn_bwd_dkdv8_hopper_ws_kernel, (), (), (m, n, 4, st), d, hq, hkv,
                     drop=("BLOCK_N", ), descs=descs, aligned=("stride_skh", ),
                     ptrs={"dk_ptr": "*bf16", "dv_ptr": "*bf16"}, PIPE=schedule == "pipe",
-                    PAIR=schedule == "pair",
+                    PAIR=schedule == "pair", PT_SLOTS=pt_slots,
                     CONSUMER_REGS=H.DKDV8_CONSUMER_REGS, PRODUCER_REGS=H.DKDV8_PRODUCER_REGS)
 
 

@@ -173,7 +173,8 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
 
     from flamia.kernels import attention_hopper as H
     # so "mxfp8" below is 3,pipe and "nvfp4_fp8" is 2 (waiting for the MMAs)
-    assert H.dkdv8_setting() == (3, "pipe") and H.dkdv8_setting(torch.bfloat16) == (2, "wait")
+    assert H.dkdv8_setting() == (3, "pipe", 2)
+    assert H.dkdv8_setting(torch.bfloat16) == (2, "wait", 2)
     for d in (64, 128):
         out = _bench("bench.gluon_report", "--configs", "--dq", "--dkdv", "--dkdv8", "mxfp8",
                      "nvfp4_fp8", "mxfp8:2", "nvfp4_fp8:3,pipe", "mxfp8:3,pair",

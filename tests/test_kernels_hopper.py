@@ -336,13 +336,15 @@ def test_gluon_dkdv8_setting_is_checked(monkeypatch):
     before anything is compiled."""
     from flamia.kernels import attention_hopper as H
     monkeypatch.delenv("FLAMIA_GLUON_DKDV8", raising=False)
-    assert H.dkdv8_setting() == (H.DKDV8_CONFIG[2], H.DKDV8_SCHEDULE) == (3, "pipe")
-    assert H.dkdv8_setting(torch.bfloat16) == H.DKDV8_BF16_QK == (2, "wait")  # nvfp4_fp8
+    assert H.dkdv8_setting() == (H.DKDV8_CONFIG[2], H.DKDV8_SCHEDULE, 2) == (3, "pipe", 2)
+    assert H.dkdv8_setting(torch.bfloat16) == (*H.DKDV8_BF16_QK, 2) == (2, "wait", 2)  # nvfp4
     _check_setting(monkeypatch, "FLAMIA_GLUON_DKDV8", H.dkdv8_setting,
-                   (("3", (3, "wait")), ("2,pipe", (2, "pipe")), ("3,pipe", (3, "pipe")),
-                    ("3,pair", (3, "pair")), ("2,pair", (2, "pair"))),
+                   (("3", (3, "wait", 2)), ("2,pipe", (2, "pipe", 2)), ("3,pipe", (3, "pipe", 2)),
+                    ("3,pair", (3, "pair", 2)), ("2,pair", (2, "pair", 2)),
+                    ("3,pipe,pt3", (3, "pipe", 3)), ("2,pt3", (2, "wait", 3)),
+                    ("3,pipe,pt2", (3, "pipe", 2))),
                    ("1", "4", "2,0", "ws", "3,pipe,pipe", "pipe", "pair", "3,pipe,pair",
-                    "3,wait"),
+                    "3,wait", "pt3", "3,pipe,pt4", "3,pt3,pipe", "3,pipe,pt3,pt3"),
                    "FLAMIA_GLUON_DKDV8=.*accepted: ring slots 2 or 3")
 
 
@@ -844,10 +846,11 @@ def test_gluon_fp8_dkdv_is_the_triton_fp8_dkdv(lengths, hq, hkv, d, recipe, pois
     fused one, with every schedule of its partitions (no setting: 3,pipe, in flight, mxfp8's
     default; FLAMIA_GLUON_DKDV8=2: each partition waits for its MMAs, nvfp4_fp8's default and
     mxfp8's before 2026-12-07; 3,pipe named; 3,pair and 2,pair: two query tiles per step, odd
-    ranges and several query heads per kv head in GPU_CASES), and as the default (no setting:
-    the Gluon kernel on Hopper). Every element written (poisoned outputs)."""
+    ranges and several query heads per kv head in GPU_CASES; 3,pipe,pt3 and 2,pt3: three P^T
+    tiles in flight between the partitions), and as the default (no setting: the Gluon kernel
+    on Hopper). Every element written (poisoned outputs)."""
     grads = {}
-    gluon = [f"gluon {s}" for s in ("2", "3,pipe", "3,pair", "2,pair")]
+    gluon = [f"gluon {s}" for s in ("2", "3,pipe", "3,pair", "2,pair", "3,pipe,pt3", "2,pt3")]
     for name, env in [("split", {"FLAMIA_DKDV_KERNEL": "triton"}), ("default", {}),
                       ("fused", {"FLAMIA_DKDV_KERNEL": "triton", "FLAMIA_FP8_DKDV": "fused"}),
                       ("gluon", {"FLAMIA_DKDV_KERNEL": "gluon"})] + [

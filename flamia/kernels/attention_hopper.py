@@ -2311,29 +2311,36 @@ DKDV8_SCHEDULE = "pipe"
 DKDV8_BF16_QK = (2, "wait")  # (ring slots, schedule) with nvfp4_fp8's bf16-held Q and K
 DKDV8_CONSUMER_REGS = 240  # 2 x 128 x 240 + 32 x 24 <= 65536 registers
 DKDV8_PRODUCER_REGS = 24
-P_SLOTS = gl.constexpr(2)  # P^T tiles in flight between the partitions
+DKDV8_PT_SLOTS = 2  # P^T tiles in flight between the partitions (16 KB of shared memory each)
 
 
 DKDV8_SCHEDULES = ("wait", "pipe", "pair")
 
 
-def dkdv8_setting(qk_dtype=torch.float8_e4m3fn) -> tuple[int, str]:
-    """(ring slots, schedule) of the FP8 dK/dV kernel: DKDV8_CONFIG's slots and DKDV8_SCHEDULE
-    (DKDV8_BF16_QK for Q and K of dtype bfloat16, nvfp4_fp8's), or FLAMIA_GLUON_DKDV8="S" (wait:
-    each partition waits for its MMAs within the step) / "S,pipe" /
-    "S,pair" (sweeps; S = 2 or 3: at D = 128 a slot holds four 8 KB tiles, 48 KB with
-    nvfp4_fp8's bf16 Q tiles, so 4 would not fit in shared memory; pipe: the in-flight schedule
-    of both partitions, _dkdv8_p_step and _dkdv8_ds_step, which release ring slots a step later;
-    pair: two query tiles per step in both partitions, _dkdv8_p_pair and _dkdv8_ds_pair), read
-    at every launch."""
+def dkdv8_setting(qk_dtype=torch.float8_e4m3fn) -> tuple[int, str, int]:
+    """(ring slots, schedule, P^T slots) of the FP8 dK/dV kernel: DKDV8_CONFIG's slots,
+    DKDV8_SCHEDULE and DKDV8_PT_SLOTS (DKDV8_BF16_QK for Q and K of dtype bfloat16,
+    nvfp4_fp8's), or FLAMIA_GLUON_DKDV8="S" (wait: each partition waits for its MMAs within the
+    step) / "S,pipe" / "S,pair" (sweeps; S = 2 or 3: at D = 128 a slot holds four 8 KB tiles,
+    48 KB with nvfp4_fp8's bf16 Q tiles, so 4 would not fit in shared memory; pipe: the
+    in-flight schedule of both partitions, _dkdv8_p_step and _dkdv8_ds_step, which release ring
+    slots a step later; pair: two query tiles per step in both partitions, _dkdv8_p_pair and
+    _dkdv8_ds_pair), optionally followed by ",pt2" or ",pt3": the P^T tiles in flight from
+    the P partition to the dS partition (_hand_pt); read at every launch."""
     text = os.environ.get("FLAMIA_GLUON_DKDV8")
     if not text:
-        return DKDV8_BF16_QK if qk_dtype == torch.bfloat16 else (DKDV8_CONFIG[2], DKDV8_SCHEDULE)
+        if qk_dtype == torch.bfloat16:
+            return (*DKDV8_BF16_QK, DKDV8_PT_SLOTS)
+        return DKDV8_CONFIG[2], DKDV8_SCHEDULE, DKDV8_PT_SLOTS
     fields = text.split(",")
-    if fields[0] not in ("2", "3") or fields[1:] not in ([], ["pipe"], ["pair"]):
+    pt_slots = DKDV8_PT_SLOTS
+    if fields[-1] in ("pt2", "pt3"):
+        pt_slots = int(fields.pop()[2:])
+    if fields[:1] not in (["2"], ["3"]) or fields[1:] not in ([], ["pipe"], ["pair"]):
         raise ValueError(f"FLAMIA_GLUON_DKDV8={text!r}; accepted: ring slots 2 or 3, optionally "
-                         "followed by ,pipe or ,pair (e.g. 3,pipe)")
-    return int(fields[0]), (fields[1:] or ["wait"])[0]
+                         "followed by ,pipe or ,pair, then optionally by the P^T slots ,pt2 or "
+                         ",pt3 (e.g. 3,pipe or 3,pipe,pt3)")
+    return int(fields[0]), (fields[1:] or ["wait"])[0], pt_slots
 
 
 @gluon.jit
@@ -2446,12 +2453,13 @@ def _p_values(st, lse, sq, c_k, offs_n, seg_end_n, m, MASKED: gl.constexpr,
 
 @gluon.jit
 def _hand_pt(pt, pt_smem, p_ready, p_free, i):
-    """P^T of pair i to the dS partition: into slot i % P_SLOTS of pt_smem once that partition
+    """P^T of pair i to the dS partition: into slot i % PT_SLOTS of pt_smem once that partition
     has read what was there."""
-    ps = i % P_SLOTS
+    PT_SLOTS: gl.constexpr = pt_smem.shape[0]
+    ps = i % PT_SLOTS
     # A fresh mbarrier counts as having completed the phase before its first: the first
     # round's waits (parity 1) pass at once.
-    mbarrier.wait(p_free.index(ps), ((i // P_SLOTS) & 1) ^ 1)
+    mbarrier.wait(p_free.index(ps), ((i // PT_SLOTS) & 1) ^ 1)
     pt_smem.index(ps).store(pt)
     cta_barrier()  # this partition's warps only (a named barrier): all of P^T is stored
     mbarrier.arrive(p_ready.index(ps))
@@ -2504,8 +2512,9 @@ def _dkdv8_ds_tile(dpt, delta, sq, sdo, sv, pt_smem, p_ready, p_free, i,
 @gluon.jit
 def _take_pt(pt_smem, p_ready, p_free, i, s_layout: gl.constexpr):
     """P^T of pair i from the P partition (_hand_pt); its slot released."""
-    ps = i % P_SLOTS
-    mbarrier.wait(p_ready.index(ps), (i // P_SLOTS) & 1)
+    PT_SLOTS: gl.constexpr = pt_smem.shape[0]
+    ps = i % PT_SLOTS
+    mbarrier.wait(p_ready.index(ps), (i // PT_SLOTS) & 1)
     pt = pt_smem.index(ps).load(s_layout)
     cta_barrier()  # every warp of this partition has read P^T
     mbarrier.arrive(p_free.index(ps))
@@ -2864,7 +2873,7 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
     seg_end_ptr, order_ptr, stride_skh, total, c, sm_scale, H_Q: gl.constexpr,
     H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
     PIPE: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-    num_warps: gl.constexpr, PAIR: gl.constexpr = False,
+    num_warps: gl.constexpr, PAIR: gl.constexpr = False, PT_SLOTS: gl.constexpr = 2,
 ):
     """dK = sm_scale * sum of dS'^T Q, dV = sum of P'^T dO over the query tiles (of every query
     head of the GQA group) that see this key tile: kernels.attention._attn_bwd_dkdv_kernel's FP8
@@ -2889,15 +2898,15 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
     # Swizzled in 8-element (32-byte) units over 8 rows: no bank conflicts for S^T's accumulator
     # layout, storing or loading (gl.bank_conflicts, triton 3.6: 0 per wavefront; 3 with
     # 2-element units, 1 with the NVMMA layout).
-    pt_smem = gl.allocate_shared_memory(gl.float32, [P_SLOTS, BLOCK_N, BLOCK_M],
+    pt_smem = gl.allocate_shared_memory(gl.float32, [PT_SLOTS, BLOCK_N, BLOCK_M],
                                         gl.SwizzledSharedLayout(8, 1, 8, order=[1, 0]))
     kv_bar = _barriers(1, 1)
     q_bars = _barriers(STAGES, 1)
     do_bars = _barriers(STAGES, 1)
     r_bars = _barriers(STAGES, 1)
     qdo_empty = _barriers(STAGES, 2)
-    p_ready = _barriers(P_SLOTS, 1)
-    p_free = _barriers(P_SLOTS, 1)
+    p_ready = _barriers(PT_SLOTS, 1)
+    p_free = _barriers(PT_SLOTS, 1)
     fence_async_shared()
     QK_K: gl.constexpr = 256 // q_desc.dtype.primitive_bitwidth
     gl.warp_specialize([
@@ -3262,13 +3271,13 @@ def attention_dkdv8_hopper(q8, k8, v8, do8, qt, dot, qrow, skv, seg_end, order_d
     assert qrow.shape == (hq, total, 4) and qrow.is_contiguous(), "qrow: contiguous [Hq, T, 4]"
     assert skv.shape == (hkv, total, 2) and skv.is_contiguous(), "skv: contiguous [Hkv, T, 2]"
     block_m, block_n, _ = DKDV8_CONFIG
-    stages, schedule = dkdv8_setting(q8.dtype)
+    stages, schedule, pt_slots = dkdv8_setting(q8.dtype)
     launch(_attn_bwd_dkdv8_hopper_ws_kernel, (hkv, order_dkdv.numel()),
         _rows_view(q8, block_m), _rows_view(k8, block_n), _rows_view(v8, block_n),
         _rows_view(do8, block_m), _token_major_view(qt, block_m), _token_major_view(dot, block_m),
         _query_rows_view(qrow, block_m), dk, dv, skv, seg_end, order_dkdv, skv.stride(0), total,
         softmax_scale * LOG2E, softmax_scale, H_Q=hq, H_KV=hkv, HEAD_DIM=d, BLOCK_M=block_m,
-        STAGES=stages, PIPE=schedule == "pipe", PAIR=schedule == "pair",
+        STAGES=stages, PIPE=schedule == "pipe", PAIR=schedule == "pair", PT_SLOTS=pt_slots,
         CONSUMER_REGS=DKDV8_CONSUMER_REGS,
         PRODUCER_REGS=DKDV8_PRODUCER_REGS, num_warps=4)
     return dk, dv
