@@ -488,20 +488,21 @@ grid17)  # 2026-12-07 (seventeenth session): the full grid (as grid), then the a
   grep -E "FAIL|failed|passed|Error" $OUT/accuracy_seeds.txt | tail -12
   ;;
 pt22)  # 2026-12-07 (twenty-second session): three P^T tiles in flight between the FP8 dK/dV
-      # kernel's partitions (FLAMIA_GLUON_DKDV8=...,pt3): its bitwise GPU tests (mxfp8 rows),
-      # then the dK/dV kernel against mxfp8's default on four workloads, each setting twice in
-      # turn (~5 min; PT22_RECIPES="mxfp8 nvfp4_fp8" adds nvfp4_fp8's rows and 2,pt3)
+      # kernel's partitions (FLAMIA_GLUON_DKDV8=...,pt3): the dK/dV kernel against mxfp8's
+      # default, each setting twice in turn (gluon_variants also compares dQ, dK, dV bit for bit
+      # with the triton split kernels'), then the bitwise GPU tests (mxfp8 rows) (~5 min;
+      # PT22_RECIPES="mxfp8 nvfp4_fp8" adds nvfp4_fp8's rows and 2,pt3; PT22_DISTS)
   recipes=${PT22_RECIPES:-mxfp8}
+  configs="mxfp8:3,pipe:3,pipe,pt3:3,pipe:3,pipe,pt3"
+  [[ $recipes == *nvfp4_fp8* ]] && configs="$configs nvfp4_fp8:2:2,pt3:2:2,pt3"
+  FLAMIA_AUTOTUNE=0 step "dkdv8 variants" ${BENCH_S:-300} python -m bench.gluon_variants \
+    --kernel dkdv8 --configs $configs --dists ${PT22_DISTS:-one_doc u32_1024 lognormal_1k \
+    u1024_8192} > $OUT/dkdv8_variants.txt 2>&1
+  grep "gluon" $OUT/dkdv8_variants.txt | cut -d"|" -f2-6
   tier pt3 ${TIER_S:-200} tests/test_kernels_hopper.py -k \
     "gluon_fp8_dkdv_is_the_triton and (${recipes// / or }) or dkdv8_setting" &
   wait
   tier_report
-  configs="mxfp8:3,pipe:3,pipe,pt3:3,pipe:3,pipe,pt3"
-  [[ $recipes == *nvfp4_fp8* ]] && configs="$configs nvfp4_fp8:2:2,pt3:2:2,pt3"
-  FLAMIA_AUTOTUNE=0 step "dkdv8 variants" ${BENCH_S:-300} python -m bench.gluon_variants \
-    --kernel dkdv8 --configs $configs --dists one_doc u32_1024 lognormal_1k u1024_8192 \
-    > $OUT/dkdv8_variants.txt 2>&1
-  grep "gluon" $OUT/dkdv8_variants.txt | cut -d"|" -f2-6
   ;;
 inreg17)  # 2026-12-07 (seventeenth session): what the FP8 kernels' in-register row scales cost:
          # mxfp8 with them, without them (FLAMIA_UNSAFE_NO_INREG_SCALES=1: P' and dS' cast
