@@ -102,6 +102,8 @@
 # Run 2026-12-07 (twenty-first session): grid17 on an H100 again (asked for an H200; 350 s, tree
 # 041d282), and after mxfp8's dK/dV kernel went in flight, on tree 607f80a (350 s). Next
 # session: grid17 on an H200 if one is lent.
+# 2026-12-07 (twenty-second session): no machine could be started (about nineteen calls); pt22
+# is written and has not run. Next session: pt22, then grid17 on an H200 if one is lent.
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (bench/PERFORMANCE_LOG.md); it takes about 5 minutes.
