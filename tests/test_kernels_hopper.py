@@ -846,11 +846,13 @@ def test_gluon_fp8_dkdv_is_the_triton_fp8_dkdv(lengths, hq, hkv, d, recipe, pois
     fused one, with every schedule of its partitions (no setting: 3,pipe, in flight, mxfp8's
     default; FLAMIA_GLUON_DKDV8=2: each partition waits for its MMAs, nvfp4_fp8's default and
     mxfp8's before 2026-12-07; 3,pipe named; 3,pair and 2,pair: two query tiles per step, odd
-    ranges and several query heads per kv head in GPU_CASES; 3,pipe,pt3 and 2,pt3: three P^T
-    tiles in flight between the partitions), and as the default (no setting: the Gluon kernel
-    on Hopper). Every element written (poisoned outputs)."""
+    ranges and several query heads per kv head in GPU_CASES; 3,pipe,pt3, 2,pt3 and 3,pair,pt3:
+    three P^T tiles in flight between the partitions, which with pair steps wrap across steps),
+    and as the default (no setting: the Gluon kernel on Hopper). Every element written
+    (poisoned outputs)."""
     grads = {}
-    gluon = [f"gluon {s}" for s in ("2", "3,pipe", "3,pair", "2,pair", "3,pipe,pt3", "2,pt3")]
+    gluon = [f"gluon {s}" for s in ("2", "3,pipe", "3,pair", "2,pair", "3,pipe,pt3", "2,pt3",
+                                           "3,pair,pt3")]
     for name, env in [("split", {"FLAMIA_DKDV_KERNEL": "triton"}), ("default", {}),
                       ("fused", {"FLAMIA_DKDV_KERNEL": "triton", "FLAMIA_FP8_DKDV": "fused"}),
                       ("gluon", {"FLAMIA_DKDV_KERNEL": "gluon"})] + [
