@@ -104,6 +104,8 @@
 # session: grid17 on an H200 if one is lent.
 # 2026-12-07 (twenty-second session): no machine could be started (about nineteen calls); pt22
 # is written and has not run. Next session: pt22, then grid17 on an H200 if one is lent.
+# 2026-12-07 (twenty-third session): pt22 ran on an H100 (15:01; its 200 s test tier was cut
+# off, the same tests then passed in a call of their own, 263 s); h200q written for an H200.
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (bench/PERFORMANCE_LOG.md); it takes about 5 minutes.
@@ -489,6 +491,18 @@ grid17)  # 2026-12-07 (seventeenth session): the full grid (as grid), then the a
     --seeds 0-7 --json $OUT/accuracy_seeds.json > $OUT/accuracy_seeds.txt 2>&1
   grep -E "FAIL|failed|passed|Error" $OUT/accuracy_seeds.txt | tail -12
   ;;
+h200q)  # 2026-12-07 (twenty-third session, ~600 s of device time left): on an H200 only (no H200
+       # has timed the current kernels; on another GPU it stops at once), three workloads of
+       # the grid with the BF16 and MXFP8 providers against cuDNN, kernel profile, target_bound
+       # (~4 min)
+  if ! grep -q H200 $OUT/gpu.txt; then echo "not an H200: nothing run"; exit 0; fi
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench h200" ${BENCH_S:-300} python -m bench.attention --quick \
+    --profile --rounds 3 --dists ${DISTS:-u32_1024 lognormal_1k one_doc} --providers flamia-bf16 \
+    flamia-mxfp8 cudnn-thd cudnn-dense --out $OUT > $OUT/bench_h200.log 2>&1
+  grep -E "^\| |Error" $OUT/bench_h200.log | grep -v "^| ---" | tail -12
+  python -m bench.target_bound $(ls $OUT/attention_*.json | head -1) > $OUT/target_bound.txt 2>&1
+  tail -4 $OUT/target_bound.txt | cut -d"|" -f2,5,6,8,9
+  ;;
 pt22)  # 2026-12-07 (twenty-second session): three P^T tiles in flight between the FP8 dK/dV
       # kernel's partitions (FLAMIA_GLUON_DKDV8=...,pt3): the dK/dV kernel against mxfp8's
       # default, each setting twice in turn (gluon_variants also compares dQ, dK, dV bit for bit
@@ -501,7 +515,7 @@ pt22)  # 2026-12-07 (twenty-second session): three P^T tiles in flight between t
     --kernel dkdv8 --configs $configs --dists ${PT22_DISTS:-one_doc u32_1024 lognormal_1k \
     u1024_8192} > $OUT/dkdv8_variants.txt 2>&1
   grep "gluon" $OUT/dkdv8_variants.txt | cut -d"|" -f2-6
-  tier pt3 ${TIER_S:-200} tests/test_kernels_hopper.py -k \
+  tier pt3 ${TIER_S:-300} tests/test_kernels_hopper.py -k \
     "gluon_fp8_dkdv_is_the_triton and (${recipes// / or }) or dkdv8_setting" &
   wait
   tier_report

@@ -2311,7 +2311,12 @@ DKDV8_SCHEDULE = "pipe"
 DKDV8_BF16_QK = (2, "wait")  # (ring slots, schedule) with nvfp4_fp8's bf16-held Q and K
 DKDV8_CONSUMER_REGS = 240  # 2 x 128 x 240 + 32 x 24 <= 65536 registers
 DKDV8_PRODUCER_REGS = 24
-DKDV8_PT_SLOTS = 2  # P^T tiles in flight between the partitions (16 KB of shared memory each)
+# P^T tiles in flight between the partitions (16 KB of shared memory each). A third one
+# (FLAMIA_GLUON_DKDV8=3,pipe,pt3) is bitwise the same and measured within 0.7% (H100,
+# 2026-12-07 15:01, bench/results/dkdv8_variants_20261207-1501_H100.txt: dK/dV kernel 0.3-0.7%
+# faster on packed workloads, the same on one document), while ptxas spills 100 B with it, so
+# it stays a setting.
+DKDV8_PT_SLOTS = 2
 
 
 DKDV8_SCHEDULES = ("wait", "pipe", "pair")
