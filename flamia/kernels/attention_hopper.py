@@ -2319,9 +2319,6 @@ DKDV8_PRODUCER_REGS = 24
 DKDV8_PT_SLOTS = 2
 
 
-DKDV8_SCHEDULES = ("wait", "pipe", "pair")
-
-
 def dkdv8_setting(qk_dtype=torch.float8_e4m3fn) -> tuple[int, str, int]:
     """(ring slots, schedule, P^T slots) of the FP8 dK/dV kernel: DKDV8_CONFIG's slots,
     DKDV8_SCHEDULE and DKDV8_PT_SLOTS (DKDV8_BF16_QK for Q and K of dtype bfloat16,
