@@ -534,15 +534,10 @@ inreg17)  # 2026-12-07 (seventeenth session): what the FP8 kernels' in-register 
   done
   ;;
 quick17)  # 2026-12-07 (seventeenth session, ~650 s of device time left after failed starts):
-         # inreg17, then on an H200 three workloads of the grid with the BF16 and MXFP8
-         # providers against cuDNN (no H200 has run the current kernels) (~7 min)
+         # inreg17, then h200q (on an H200 three workloads of the grid with the BF16 and
+         # MXFP8 providers against cuDNN; no H200 has run the current kernels) (~7 min)
   ROUNDS=${ROUNDS:-2} bash $0 inreg17
-  if grep -q H200 $OUT/gpu.txt; then
-    FLAMIA_AUTOTUNE=8x3,4x3 step "bench h200" ${BENCH_S:-200} python -m bench.attention --quick \
-      --profile --rounds 3 --dists u32_1024 lognormal_1k one_doc --providers flamia-bf16 \
-      flamia-mxfp8 cudnn-thd cudnn-dense --out $OUT > $OUT/bench_h200.log 2>&1
-    grep -E "^\| |Error" $OUT/bench_h200.log | grep -v "^| ---" | tail -12
-  fi
+  DISTS="u32_1024 lognormal_1k one_doc" BENCH_S=${BENCH_S:-200} bash $0 h200q
   ;;
 final12)  # 2026-12-06 (twelfth session, last ~350 s of device time): the final tree (cuda_major
          # caches CUDA's availability): U(32, 1024) and lognormal 1k in 6 alternating rounds
