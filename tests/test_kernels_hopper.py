@@ -852,7 +852,7 @@ def test_gluon_fp8_dkdv_is_the_triton_fp8_dkdv(lengths, hq, hkv, d, recipe, pois
     (poisoned outputs)."""
     grads = {}
     gluon = [f"gluon {s}" for s in ("2", "3,pipe", "3,pair", "2,pair", "3,pipe,pt3", "2,pt3",
-                                           "3,pair,pt3")]
+                                    "3,pair,pt3")]
     for name, env in [("split", {"FLAMIA_DKDV_KERNEL": "triton"}), ("default", {}),
                       ("fused", {"FLAMIA_DKDV_KERNEL": "triton", "FLAMIA_FP8_DKDV": "fused"}),
                       ("gluon", {"FLAMIA_DKDV_KERNEL": "gluon"})] + [
