@@ -2875,7 +2875,7 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
     seg_end_ptr, order_ptr, stride_skh, total, c, sm_scale, H_Q: gl.constexpr,
     H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
     PIPE: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-    num_warps: gl.constexpr, PAIR: gl.constexpr = False, PT_SLOTS: gl.constexpr = 2,
+    num_warps: gl.constexpr, PAIR: gl.constexpr, PT_SLOTS: gl.constexpr,
 ):
     """dK = sm_scale * sum of dS'^T Q, dV = sum of P'^T dO over the query tiles (of every query
     head of the GQA group) that see this key tile: kernels.attention._attn_bwd_dkdv_kernel's FP8
