@@ -107,6 +107,9 @@
 # 2026-12-07 (twenty-third session): pt22 ran on an H100 (15:01; its 200 s test tier was cut
 # off, the same tests then passed in a call of their own, 263 s); h200q written for an H200 and
 # not run (no machine came). Next session: h200q or grid17 on an H200 if one is lent.
+# 2026-12-07 (twenty-fourth session): grid17 on an H200 at 18:40 (BENCH_S=430 TIER_S=40; 403 s;
+# the seeds step printed its summary and was cut off at 40 s before writing its JSON). h200q has
+# still not run (the grid covers it).
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (bench/PERFORMANCE_LOG.md); it takes about 5 minutes.
