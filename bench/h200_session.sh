@@ -481,6 +481,38 @@ grid)  # 2026-12-06: the full grid with the accuracy table (~216 s on the H200 b
   wait
   tier_report
   ;;
+quant25)  # 2026-12-07 (twenty-fifth session): the NVFP4 quantizer rounding in fp32 (magic-number
+         # RNE) with 8 warps: its GPU tests (the FP8 tier and the Hopper FP8 rows side by side),
+         # then bench.quantizer against the session's first tree's quantizer, which the command
+         # writes first (git show 2ccf425:flamia/kernels/quantize.py > .baseline_quantize.py),
+         # then fwd+bwd of both FP8 recipes on two workloads against cuDNN (~7 min)
+  tier fp8 ${TIER_S:-300} tests/test_kernels_fp8.py &
+  tier hopper_fp8 ${TIER_S:-300} tests/test_kernels_hopper.py -k "fp8 or switch" &
+  wait
+  tier_report
+  step "quantizer" 90 python -m bench.quantizer --baseline .baseline_quantize.py \
+    --out $OUT/quantizer.txt > $OUT/quantizer.log 2>&1
+  tail -12 $OUT/quantizer.log
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-200} python -m bench.attention --quick \
+    --profile --rounds 3 --dists ${DISTS:-u32_1024 one_doc} --providers flamia-mxfp8 \
+    "flamia-nvfp4_fp8 (emulated NVFP4)" cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*quantize|Error" $OUT/bench.log | grep -v "^| ---" | tail -30
+  ;;
+quant25b)  # 2026-12-07 (twenty-fifth session), after quant25 ran on an H100 without .whl (no cuDNN
+          # THD) and its Hopper FP8 tier was cut off at 300 s beside the FP8 tier: the quantizer
+          # table again, both FP8 recipes on three workloads against cuDNN, then that tier alone
+  step "quantizer" 90 python -m bench.quantizer --baseline .baseline_quantize.py \
+    --out $OUT/quantizer.txt > $OUT/quantizer.log 2>&1
+  tail -10 $OUT/quantizer.log
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-200} python -m bench.attention --quick \
+    --profile --rounds 3 --dists ${DISTS:-u32_1024 lognormal_1k one_doc} --providers \
+    flamia-mxfp8 "flamia-nvfp4_fp8 (emulated NVFP4)" cudnn-thd cudnn-dense --out $OUT \
+    > $OUT/bench.log 2>&1
+  grep -E "^\| |^- .*quantize|Error" $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2,6,9,13 \
+    | tail -30
+  tier hopper_fp8 ${TIER_S:-280} tests/test_kernels_hopper.py -k "${HOPPER_K:-fp8 or switch}"
+  tier_report
+  ;;
 grid17)  # 2026-12-07 (seventeenth session): the full grid (as grid), then the accuracy checks of
         # the kernels over seeds 0-7 (flamia.report --seeds: each seed must pass; exits 1 if one
         # does not, which the CPU reference run says it will on outlier inputs) (~9.5 min)

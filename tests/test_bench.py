@@ -404,3 +404,27 @@ def test_target_bound_of_a_run(tmp_path, capsys):
     with pytest.raises(SystemExit, match="no workload with flamia-mxfp8's profile"):
         tb.main([str(path), "--bandwidth-tbs", "4.8", "--fp8-tflops", "1979",
                  "--bf16-tflops", "989"])
+
+
+@pytest.mark.parametrize("scaling", ["mx", "nvfp4", "fp32"])
+def test_quantizer_bench_checks_bits_against_the_reference(scaling):
+    """bench.quantizer's check passes the quantizer's own output and names what differs when one
+    value (or only the sign of a zero) is changed."""
+    from bench.quantizer import _check
+    from flamia.kernels.quantize import quantize_qkv
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(40, h, 32, generator=g).bfloat16() for h in (2, 1, 1))
+    q[0, 0, :3] = -1e-4  # rounds to -0 in NVFP4
+    outs = quantize_qkv(q, k, v, qk_nvfp4=scaling == "nvfp4", fp32_scale=scaling == "fp32")
+    assert _check(outs, q, k, v, scaling) == []
+    q8, sq, k8, v8, vt8, skv = (t.clone() for t in outs)
+    k8[5, 0, 3] = -k8[5, 0, 3] if k8[5, 0, 3] != 0 else 1.0
+    vt8[0, 1, 2] = 0.0 if vt8[0, 1, 2] != 0 else 1.0
+    assert _check((q8, sq, k8, v8, vt8, skv), q, k, v, scaling) == ["K data", "V token-major copy"]
+    if scaling == "nvfp4":
+        q8 = outs[0].clone()
+        zero = (q8.float().view(torch.int32) == torch.iinfo(torch.int32).min)
+        assert zero.any()
+        q8[zero] = 0.0  # -0 -> +0: the same value, another bit pattern
+        assert _check((q8,) + outs[1:], q, k, v, scaling) == ["Q data"]

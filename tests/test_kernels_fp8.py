@@ -51,8 +51,11 @@ def test_nvfp4_quantizer_matches_reference(transpose, monkeypatch):
     data, data_t, s = quantize_nvfp4_token(x)
     ref_data, ref_scale = quantize_operand(x, "nvfp4_token")
     assert torch.equal(s.t(), ref_scale)
-    assert torch.equal(data.float(), ref_data)
-    assert torch.equal(data_t[..., : x.shape[0]].permute(2, 0, 1).float(), ref_data)
+    # bit for bit, the sign of each zero included (torch.equal takes -0.0 == 0.0)
+    bits = lambda t: t.float().contiguous().view(torch.int32)
+    assert torch.equal(bits(data), bits(ref_data))
+    assert (bits(ref_data) == torch.iinfo(torch.int32).min).any()  # the case has -0.0 entries
+    assert torch.equal(bits(data_t[..., : x.shape[0]].permute(2, 0, 1)), bits(ref_data))
     assert not data_t[..., x.shape[0]:].float().any()  # zero padding (token_major_copy)
 
 
