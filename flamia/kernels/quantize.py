@@ -90,9 +90,10 @@ def round_to_grid(x, MANTISSA_BITS: tl.constexpr, MIN_NORMAL_EXP: tl.constexpr,
     Two FADDs per element instead of a division, two floors and a three-way select."""
     x = tl.minimum(tl.maximum(x, -MAX_NORMAL), MAX_NORMAL)
     bits = x.to(tl.uint32, bitcast=True)
-    e = tl.maximum(((bits >> 23) & 0xFF).to(tl.int32) - 127, MIN_NORMAL_EXP)
-    magic = (((e - MANTISSA_BITS + 23 + 127).to(tl.uint32) << 23) | 0x400000).to(
-        tl.float32, bitcast=True)
+    # magic's bits from x's exponent field in place: max(field, smallest normal's) + (23 - M) in
+    # the exponent, 0x400000 the mantissa's 0.5 (the clamp above keeps the field small)
+    field = tl.maximum(bits & 0x7F800000, (MIN_NORMAL_EXP + 127) << 23)
+    magic = (field + (((23 - MANTISSA_BITS) << 23) | 0x400000)).to(tl.float32, bitcast=True)
     r = (x + magic) - magic
     # A negative x that rounds to zero gives +0 here; torch.round (the reference) gives -0.
     return (r.to(tl.uint32, bitcast=True) | (bits & 0x80000000)).to(tl.float32, bitcast=True)
