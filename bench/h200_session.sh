@@ -110,6 +110,10 @@
 # 2026-12-07 (twenty-fourth session): grid17 on an H200 at 18:40 (BENCH_S=430 TIER_S=40; 403 s;
 # the seeds step printed its summary and was cut off at 40 s before writing its JSON). h200q has
 # still not run (the grid covers it).
+# 2026-12-07 (twenty-fifth session): quant25 on an H100 at 21:29 (without .whl: no cuDNN THD; its
+# Hopper FP8 tier cut at 300 s after 29 of 32 passed); quant25b written, not run (four failed
+# starts); bench.quantizer again on an H100 at 22:22 as a direct command. Next session: quant25b
+# on an H200, then grid17.
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (bench/PERFORMANCE_LOG.md); it takes about 5 minutes.
