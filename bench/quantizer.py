@@ -104,6 +104,7 @@ def main(argv=None) -> int:
         return module.quantize_qkv(q, k, v, qk_nvfp4=scaling == "nvfp4",
                                    fp32_scale=scaling == "fp32")
 
+    default_warps = getattr(current, "NVFP4_WARPS", None)
     failed = False
     checks = {}
     for label, module, scaling, warps in configs:
@@ -116,8 +117,8 @@ def main(argv=None) -> int:
             ms = do_bench(lambda: call(module, scaling, warps), return_mode="median")
             key = (label, scaling, warps)
             best[key] = min(best.get(key, float("inf")), ms)
-    if hasattr(current, "NVFP4_WARPS"):
-        current.NVFP4_WARPS = 8
+    if default_warps is not None:
+        current.NVFP4_WARPS = default_warps
 
     lines = [f"bench.quantizer on {torch.cuda.get_device_name()}, torch {torch.__version__}; "
              f"T={args.tokens}, Hq={args.heads}, Hkv={args.kv_heads}, D={args.d}; command: "

@@ -85,9 +85,9 @@ def round_to_grid(x, MANTISSA_BITS: tl.constexpr, MIN_NORMAL_EXP: tl.constexpr,
     then round to a multiple of quantum = 2^(max(exponent of x, MIN_NORMAL_EXP) - MANTISSA_BITS).
 
     The rounding is fp32's own: magic = 1.5 * 2^23 * quantum has quantum as its ulp, and x + magic
-    stays in magic's binade (|x| < 2 ulp(x) 2^MANTISSA_BITS, far below magic / 2), so x + magic
-    rounds x to the grid, ties to even (magic / quantum is even), and subtracting magic is exact.
-    Two FADDs per element instead of a division, two floors and a three-way select."""
+    stays in magic's binade (|x| < 2^(MANTISSA_BITS + 1) * quantum, far below magic / 3), so
+    x + magic rounds x to the grid, ties to even (magic / quantum is even), and subtracting magic
+    is exact. Two FADDs per element instead of a division, two floors and a three-way select."""
     x = tl.minimum(tl.maximum(x, -MAX_NORMAL), MAX_NORMAL)
     bits = x.to(tl.uint32, bitcast=True)
     # magic's bits from x's exponent field in place: max(field, smallest normal's) + (23 - M) in
