@@ -410,7 +410,7 @@ def test_target_bound_of_a_run(tmp_path, capsys):
 def test_quantizer_bench_checks_bits_against_the_reference(scaling):
     """bench.quantizer's check passes the quantizer's own output and names what differs when one
     value (or only the sign of a zero) is changed."""
-    from bench.quantizer import _check
+    from bench.quantizer import _bits, _check
     from flamia.kernels.quantize import quantize_qkv
 
     g = torch.Generator().manual_seed(0)
@@ -424,7 +424,7 @@ def test_quantizer_bench_checks_bits_against_the_reference(scaling):
     assert _check((q8, sq, k8, v8, vt8, skv), q, k, v, scaling) == ["K data", "V token-major copy"]
     if scaling == "nvfp4":
         q8 = outs[0].clone()
-        zero = (q8.float().view(torch.int32) == torch.iinfo(torch.int32).min)
+        zero = _bits(q8) == torch.iinfo(torch.int32).min
         assert zero.any()
         q8[zero] = 0.0  # -0 -> +0: the same value, another bit pattern
         assert _check((q8,) + outs[1:], q, k, v, scaling) == ["Q data"]

@@ -38,6 +38,7 @@ TRANSPOSE_MODES = pytest.mark.parametrize("transpose", ["fused", "triton", "torc
 
 @TRANSPOSE_MODES
 def test_nvfp4_quantizer_matches_reference(transpose, monkeypatch):
+    from bench.quantizer import _bits as bits
     from flamia.kernels.quantize import quantize_nvfp4_token
 
     monkeypatch.setenv("FLAMIA_FP8_TRANSPOSE", transpose)
@@ -52,7 +53,6 @@ def test_nvfp4_quantizer_matches_reference(transpose, monkeypatch):
     ref_data, ref_scale = quantize_operand(x, "nvfp4_token")
     assert torch.equal(s.t(), ref_scale)
     # bit for bit, the sign of each zero included (torch.equal takes -0.0 == 0.0)
-    bits = lambda t: t.float().contiguous().view(torch.int32)
     assert torch.equal(bits(data), bits(ref_data))
     assert (bits(ref_data) == torch.iinfo(torch.int32).min).any()  # the case has -0.0 entries
     assert torch.equal(bits(data_t[..., : x.shape[0]].permute(2, 0, 1)), bits(ref_data))
