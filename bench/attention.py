@@ -67,12 +67,17 @@ Providers:
                  partitions each waiting for their MMAs over 2 ring slots (FLAMIA_GLUON_DKDV8=2,
                  the default before 2026-12-07; the default now: 3,pipe); named with
                  --providers only
+    flamia-mxfp8 (persistent dK/dV)  the same with the persistent Gluon FP8 dK/dV kernel
+                 (FLAMIA_GLUON_DKDV8=persistent: one program per SM taking key tiles from a
+                 queue); named with --providers only
     flamia-fp8_rowwise  recipe="fp8_rowwise": mxfp8's kernels on fp32 per-token scales (not
                  E8M0); named with --providers only
     flamia-nvfp4_fp8 (emulated NVFP4): recipe="nvfp4_fp8"; Hopper has no FP4 MMA, so its QK^T,
                  dQ and dK run as bf16 MMAs on the exact NVFP4 values (PV, dP, dV on FP8 units)
     flamia-nvfp4_fp8 (emulated NVFP4, dK/dV wait steps)  the same with FLAMIA_GLUON_DKDV8=2, as
                  flamia-mxfp8 (Gluon dK/dV wait steps); named with --providers only
+    flamia-nvfp4_fp8 (emulated NVFP4, persistent dK/dV)  the same with
+                 FLAMIA_GLUON_DKDV8=persistent; named with --providers only
     flex         torch.compile(flex_attention) with a document-causal block mask
     varlen       torch.nn.attention.varlen.varlen_attn, window_size=(-1, 0) (causal)
     cudnn-dense  SDPA with SDPBackend.CUDNN_ATTENTION, is_causal=True: only valid, and only run,
@@ -406,6 +411,12 @@ PROVIDER_ENV = {"flamia-bf16 (fused dQ)": {"FLAMIA_DQ": "fused"},
                                                           "FLAMIA_GLUON_DKDV8": "2"},
                 "flamia-nvfp4_fp8 (emulated NVFP4, dK/dV wait steps)": {
                     "FLAMIA_DKDV_KERNEL": "gluon", "FLAMIA_GLUON_DKDV8": "2"},
+                # the persistent Gluon FP8 dK/dV kernel (twenty-sixth session), each recipe's
+                # default schedule
+                "flamia-mxfp8 (persistent dK/dV)": {"FLAMIA_DKDV_KERNEL": "gluon",
+                                                    "FLAMIA_GLUON_DKDV8": "persistent"},
+                "flamia-nvfp4_fp8 (emulated NVFP4, persistent dK/dV)": {
+                    "FLAMIA_DKDV_KERNEL": "gluon", "FLAMIA_GLUON_DKDV8": "persistent"},
                 # the persistent Gluon forward (2026-12-05, fourth session; the default since
                 # 2026-12-06 but on short documents) and the former default; the persistent dQ
                 # kernel: opt-in

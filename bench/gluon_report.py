@@ -118,11 +118,12 @@ def compile_fwd8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float
 def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.float8_e4m3fn,
                   setting: str = ""):
     """The compiled FP8 dK/dV kernel for FLAMIA_GLUON_DKDV8=setting ('' = the default,
-    attention_hopper.dkdv8_setting: 3,pipe for E4M3 Q and K, 2 for bf16-held ones);
-    qk_dtype bfloat16: nvfp4_fp8's Q and K."""
+    attention_hopper.dkdv8_setting: 3,pipe for E4M3 Q and K, 2 for bf16-held ones; ending in
+    ",persistent": the persistent kernel); qk_dtype bfloat16: nvfp4_fp8's Q and K."""
     m, n, _ = H.DKDV8_CONFIG
     with mock.patch.dict(os.environ, {"FLAMIA_GLUON_DKDV8": setting}):
         st, schedule, pt_slots = H.dkdv8_setting(qk_dtype)
+        persistent = H.dkdv8_persistent()
     fp8 = torch.float8_e4m3fn
     descs = {"q_desc": H._rows_view(torch.empty(4096, hq, d, dtype=qk_dtype), m),
              "k_desc": H._rows_view(torch.empty(4096, hkv, d, dtype=qk_dtype), n),
@@ -131,11 +132,13 @@ def compile_dkdv8(d: int = 128, hq: int = 16, hkv: int = 16, qk_dtype=torch.floa
              "qt_desc": H._token_major_view(torch.empty(hq, d, 4096, dtype=qk_dtype), m),
              "dot_desc": H._token_major_view(torch.empty(hq, d, 4096, dtype=fp8), m),
              "qrow_desc": H._query_rows_view(torch.empty(hq, 4096, 4), m)}
-    return _compile(H._attn_bwd_dkdv8_hopper_ws_kernel, (), (), (m, n, 4, st), d, hq, hkv,
+    kernel, extra = ((H._attn_bwd_dkdv8_hopper_persistent_kernel, {}) if persistent else
+                     (H._attn_bwd_dkdv8_hopper_ws_kernel, {"PAIR": schedule == "pair"}))
+    return _compile(kernel, (), (), (m, n, 4, st), d, hq, hkv,
                     drop=("BLOCK_N", ), descs=descs, aligned=("stride_skh", ),
                     ptrs={"dk_ptr": "*bf16", "dv_ptr": "*bf16"}, PIPE=schedule == "pipe",
-                    PAIR=schedule == "pair", PT_SLOTS=pt_slots,
-                    CONSUMER_REGS=H.DKDV8_CONSUMER_REGS, PRODUCER_REGS=H.DKDV8_PRODUCER_REGS)
+                    PT_SLOTS=pt_slots, CONSUMER_REGS=H.DKDV8_CONSUMER_REGS,
+                    PRODUCER_REGS=H.DKDV8_PRODUCER_REGS, **extra)
 
 
 def _compile(fn, query_descs, key_descs, config, d, hq, hkv, drop=(), descs=None, aligned=(),
@@ -327,7 +330,7 @@ def launcher_calls(t: int = 300, hq: int = 8, hkv: int = 2, d: int = 128):
                 run(f"fwd8 {recipe} {mode}", {"FLAMIA_GLUON_FWD8": mode},
                     lambda: H.attention_fwd8_hopper(q8, k8, vt8, sq, skv, plan8.seg_start,
                                                     plan8.order_fwd, 0.1, o, lse))
-            for setting in ("", "3,pipe", "3,pair"):
+            for setting in ("", "3,pipe", "3,pair", "persistent"):
                 run(f"dkdv8 {recipe} {setting or 'default'}", {"FLAMIA_GLUON_DKDV8": setting},
                     lambda: H.attention_dkdv8_hopper(q8, k8, v8, do8, qt8, dot8, qrow, skv,
                                                      plan8.seg_end, plan8.order_dkdv, 0.1,

@@ -203,6 +203,25 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
             assert _spills_at_most(block, bound), out
 
 
+def test_gluon_fp8_dkdv_persistent_compiles_for_sm90():
+    """The persistent FP8 dK/dV kernel (FLAMIA_GLUON_DKDV8=...,persistent) for both FP8 recipes
+    in their default schedules: within shared memory with K and V in two slots (mxfp8 167,560 B,
+    nvfp4_fp8 182,856 B at D = 128), the plain kernel's MMAs (each work item runs its steps),
+    and spills bounded: with triton 3.6 none for nvfp4_fp8 and 184 B for mxfp8 (10 stores per
+    dS step: the work item's values kept across its step loop), 240 B with 3.9 (the plain
+    kernel's 3.9 spills 240 B too)."""
+    out = _bench("bench.gluon_report", "--configs", "--dq", "--dkdv", "--dkdv8", "mxfp8",
+                 "mxfp8:persistent", "nvfp4_fp8", "nvfp4_fp8:persistent").stdout
+    kernels = {k.split(": shared")[0]: k
+               for k in re.split(r"\ngluon ", "\n" + out.split("\n", 1)[1])[1:]}
+    for recipe in ("mxfp8", "nvfp4_fp8"):
+        plain, persistent = kernels[f"dkdv8 {recipe}"], kernels[f"dkdv8 {recipe}:persistent"]
+        assert int(re.search(r"shared (\d+) B", persistent).group(1)) <= 227 * 1024, out
+        mmas = r"HGMMA (\d+) QGMMA (\d+)"
+        assert re.search(mmas, persistent).groups() == re.search(mmas, plain).groups(), out
+        assert _spills_at_most(persistent, 0 if recipe == "nvfp4_fp8" else 400), out
+
+
 def test_gluon_dkdv_lse_tma_compiles_for_sm90():
     """The warp-specialized BF16 dK/dV kernel with lse2 and delta by TMA
     (FLAMIA_GLUON_DKDV_LSE=tma): the default kernel's MMAs (24 per 64-query step in each
@@ -226,8 +245,9 @@ def test_gluon_launchers_compile_what_they_launch():
     launches = [line for line in out.splitlines() if line.startswith("launch ")]
     # one doc-tile dK/dV launch (doc tiles load lse2/delta); each dQ mode with delta computed
     # (FLAMIA_DELTA=dq) and read; the persistent dK/dV kernel in both lse modes; per FP8 recipe
-    # the forward in its two modes and the dK/dV kernel in its three schedules
-    assert len(launches) == 30, out
+    # the forward in its two modes and the dK/dV kernel in its three schedules and persistent
+    assert len(launches) == 32, out
+    assert sum("_attn_bwd_dkdv8_hopper_persistent_kernel" in line for line in launches) == 2, out
     for line in launches:
         if line.startswith("launch dkdv8") and line.split(":")[0].endswith("default"):
             bound = 0 if gpu_triton or "nvfp4_fp8" in line else 512

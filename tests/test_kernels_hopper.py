@@ -19,6 +19,9 @@ from test_kernels import GPU_CASES, _check_flash_attention_rule, _cu, _triton, p
 HOPPER = DEVICE == "cuda" and torch.cuda.get_device_capability()[0] == 9
 hopper = pytest.mark.skipif(not HOPPER, reason="Gluon kernels: need a Hopper GPU (sm_90)")
 GLUON_ENVS = ("FLAMIA_FWD_KERNEL", "FLAMIA_DQ_KERNEL", "FLAMIA_DKDV_KERNEL")
+# Many short documents (1 to 700 tokens, 14,484 in all): a persistent program takes several
+# work items, most of them with few query tiles.
+U_SHORT_DOCS = [1 + (37 * i) % 700 for i in range(48)]
 
 
 @pytest.fixture
@@ -342,10 +345,19 @@ def test_gluon_dkdv8_setting_is_checked(monkeypatch):
                    (("3", (3, "wait", 2)), ("2,pipe", (2, "pipe", 2)), ("3,pipe", (3, "pipe", 2)),
                     ("3,pair", (3, "pair", 2)), ("2,pair", (2, "pair", 2)),
                     ("3,pipe,pt3", (3, "pipe", 3)), ("2,pt3", (2, "wait", 3)),
-                    ("3,pipe,pt2", (3, "pipe", 2))),
+                    ("3,pipe,pt2", (3, "pipe", 2)), ("3,pipe,persistent", (3, "pipe", 2)),
+                    ("2,pt3,persistent", (2, "wait", 3))),
                    ("1", "4", "2,0", "ws", "3,pipe,pipe", "pipe", "pair", "3,pipe,pair",
-                    "3,wait", "pt3", "3,pipe,pt4", "3,pt3,pipe", "3,pipe,pt3,pt3"),
+                    "3,wait", "pt3", "3,pipe,pt4", "3,pt3,pipe", "3,pipe,pt3,pt3",
+                    "persistent,3", "3,persistent,pipe", "3,pipe,persistent,persistent"),
                    "FLAMIA_GLUON_DKDV8=.*accepted: ring slots 2 or 3")
+    # ",persistent" (or "persistent" alone: the default schedule) picks the persistent kernel
+    monkeypatch.setenv("FLAMIA_GLUON_DKDV8", "persistent")
+    assert H.dkdv8_setting() == (3, "pipe", 2) and H.dkdv8_persistent()
+    monkeypatch.setenv("FLAMIA_GLUON_DKDV8", "3,pipe")
+    assert not H.dkdv8_persistent()
+    monkeypatch.delenv("FLAMIA_GLUON_DKDV8")
+    assert H.dkdv8_persistent() == H.DKDV8_PERSISTENT
 
 
 @pytest.mark.gpu
@@ -868,6 +880,52 @@ def test_gluon_fp8_dkdv_is_the_triton_fp8_dkdv(lengths, hq, hkv, d, recipe, pois
             assert torch.isfinite(a).all(), f"{name} {t}: non-finite (unwritten?) elements"
             rel = ((a.float() - b.float()).norm() / b.float().norm()).item()
             assert torch.equal(a, b), f"{name} {t} differs from the split kernels': {rel:.2e}"
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4_fp8"])
+@pytest.mark.parametrize("lengths,hq,hkv,d", GPU_CASES[:2] + [(U_SHORT_DOCS, 8, 2, 128)])
+def test_gluon_fp8_dkdv_persistent_is_the_plain_kernel(lengths, hq, hkv, d, recipe, poisoned,
+                                                       monkeypatch):
+    """The persistent FP8 dK/dV kernel (FLAMIA_GLUON_DKDV8=...,persistent: one program per SM
+    taking (kv head, key tile) items from a queue, K and V in two slots, the ring running on
+    across items) computes each item as the plain kernel computes its tile: the same bits, with
+    both schedules (3,pipe in flight, 2 waiting for the MMAs) and, on many short documents
+    (programs take several items, most of them short), three P^T slots, whose ring also runs on
+    across items; every element written (poisoned outputs)."""
+    monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "gluon")
+    for plain in ("3,pipe", "2") + (("3,pipe,pt3", ) if lengths is U_SHORT_DOCS else ()):
+        monkeypatch.setenv("FLAMIA_GLUON_DKDV8", plain)
+        want = _fp8_gradients(lengths, hq, hkv, d, recipe)
+        monkeypatch.setenv("FLAMIA_GLUON_DKDV8", plain + ",persistent")
+        got = _fp8_gradients(lengths, hq, hkv, d, recipe)
+        for t, a, b in zip("dQ dK dV".split(), got, want):
+            assert torch.isfinite(a).all(), f"{plain} {t}: non-finite (unwritten?) elements"
+            rel = ((a.float() - b.float()).norm() / b.float().norm()).item()
+            assert torch.equal(a, b), f"{plain},persistent {t} differs from the plain: {rel:.2e}"
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4_fp8"])
+def test_gluon_fp8_dkdv_persistent_does_not_leak(recipe, monkeypatch):
+    """The probes with the persistent FP8 dK/dV kernel asked for (no fallback); pair steps,
+    which it does not run, are refused with what is accepted."""
+    monkeypatch.setenv("FLAMIA_DKDV_KERNEL", "gluon")
+    monkeypatch.setenv("FLAMIA_GLUON_DKDV8", "persistent")
+    total = 4096
+    cu = adversarial_cu_seqlens(total, device="cuda")
+    q, k, v, do = rand_qkvdo(total, 8, 2, 128, seed=4, device="cuda")
+    res = probe_attention(
+        lambda *a: flamia.attention(*a, total, recipe=recipe, impl="triton"), q, k, v, cu, do,
+        max_targets=3)
+    for r in res.values():
+        assert r.n_compared > 0
+        assert r.max_abs_delta == 0.0, str(r)
+    monkeypatch.setenv("FLAMIA_GLUON_DKDV8", "3,pair,persistent")
+    with pytest.raises(ValueError, match="not pair steps; accepted"):
+        _fp8_gradients([100, 156], 4, 4, 128, recipe)
 
 
 @pytest.mark.gpu

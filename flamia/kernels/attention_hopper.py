@@ -2317,6 +2317,9 @@ DKDV8_PRODUCER_REGS = 24
 # faster on packed workloads, the same on one document), while ptxas spills 100 B with it, so
 # it stays a setting.
 DKDV8_PT_SLOTS = 2
+# The persistent form of the kernel (_attn_bwd_dkdv8_hopper_persistent_kernel): opt-in until
+# timed against the plain one on the GPU.
+DKDV8_PERSISTENT = False
 
 
 def dkdv8_setting(qk_dtype=torch.float8_e4m3fn) -> tuple[int, str, int]:
@@ -2328,21 +2331,35 @@ def dkdv8_setting(qk_dtype=torch.float8_e4m3fn) -> tuple[int, str, int]:
     in-flight schedule of both partitions, _dkdv8_p_step and _dkdv8_ds_step, which release ring
     slots a step later; pair: two query tiles per step in both partitions, _dkdv8_p_pair and
     _dkdv8_ds_pair), optionally followed by ",pt2" or ",pt3": the P^T tiles in flight from
-    the P partition to the dS partition (_hand_pt); read at every launch."""
+    the P partition to the dS partition (_hand_pt), then optionally by ",persistent"
+    (dkdv8_persistent); read at every launch."""
     text = os.environ.get("FLAMIA_GLUON_DKDV8")
-    if not text:
+    fields = text.split(",") if text else []
+    if fields[-1:] == ["persistent"]:
+        fields.pop()
+    if not fields:
         if qk_dtype == torch.bfloat16:
             return (*DKDV8_BF16_QK, DKDV8_PT_SLOTS)
         return DKDV8_CONFIG[2], DKDV8_SCHEDULE, DKDV8_PT_SLOTS
-    fields = text.split(",")
     pt_slots = DKDV8_PT_SLOTS
     if fields[-1] in ("pt2", "pt3"):
         pt_slots = int(fields.pop()[2:])
     if fields[:1] not in (["2"], ["3"]) or fields[1:] not in ([], ["pipe"], ["pair"]):
         raise ValueError(f"FLAMIA_GLUON_DKDV8={text!r}; accepted: ring slots 2 or 3, optionally "
                          "followed by ,pipe or ,pair, then optionally by the P^T slots ,pt2 or "
-                         ",pt3 (e.g. 3,pipe or 3,pipe,pt3)")
+                         ",pt3, then optionally by ,persistent (e.g. 3,pipe or "
+                         "3,pipe,pt3,persistent; persistent alone: the default schedule)")
     return int(fields[0]), (fields[1:] or ["wait"])[0], pt_slots
+
+
+def dkdv8_persistent() -> bool:
+    """Whether the FP8 dK/dV kernel runs persistent (_attn_bwd_dkdv8_hopper_persistent_kernel):
+    FLAMIA_GLUON_DKDV8 ending in ",persistent" (or "persistent" alone) asks for it, any other
+    setting not; unset: DKDV8_PERSISTENT. Read at every launch."""
+    text = os.environ.get("FLAMIA_GLUON_DKDV8")
+    if not text:
+        return DKDV8_PERSISTENT
+    return text.split(",")[-1] == "persistent"
 
 
 @gluon.jit
@@ -2697,10 +2714,13 @@ def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, 
                   start_n, lo, full_lo, full_hi, hi, nq, HEAD_DIM: gl.constexpr,
                   H_KV: gl.constexpr, G: gl.constexpr, BLOCK_M: gl.constexpr,
                   BLOCK_N: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr,
-                  PIPE: gl.constexpr, PAIR: gl.constexpr = False):
+                  PIPE: gl.constexpr, PAIR: gl.constexpr = False, ring0=0, kv_phase=0,
+                  kv_empty=None):
     """The P partition (see DKDV8_CONFIG): dV of keys start_n .. start_n + 63 over the
     (query head, query tile) pairs of the ring. QK_K: the K step of S^T's MMA (32 for E4M3 Q and
-    K, 16 for nvfp4_fp8's bf16-held values). PIPE: see _dkdv8_p_step; PAIR: _dkdv8_p_pair."""
+    K, 16 for nvfp4_fp8's bf16-held values). PIPE: see _dkdv8_p_step; PAIR: _dkdv8_p_pair.
+    ring0, kv_phase, kv_empty: the persistent kernel's (pairs of the ring consumed before this
+    work item, the phase of kv_bar, the barrier that frees this item's K and V)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, QK_K])
     dv_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -2714,10 +2734,10 @@ def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, 
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dv_layout)
     s_zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=s_layout)
     dv_zero = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dv_layout)
-    mbarrier.wait(kv_bar, 0)
+    mbarrier.wait(kv_bar, kv_phase)
     if PAIR:
         for g in range(G):
-            base = g * nq - lo  # pair index of (g, m) is base + m
+            base = ring0 + g * nq - lo  # pair index of (g, m) is base + m
             dv = _dkdv8_p_range(dv, k_smem, q_smem, dot_smem, q_bars, qdo_empty, pt_smem,
                                 p_ready, p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n,
                                 s_zero, dv_zero, lo, full_lo, base, True, BLOCK_M, STAGES,
@@ -2734,15 +2754,15 @@ def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, 
         rows: gl.constexpr = gl.SliceLayout(1, dv_layout)
         if PIPE:  # pair 0 (tile lo of the first query head) without its dV MMA (masked)
             st, lse, _, sq, sdo = _pair_start(k_smem, q_smem, q_bars, qrow_smem, r_bars, s_zero,
-                                              0, STAGES, s_layout)
+                                              ring0, STAGES, s_layout)
             pq, scale = _dkdv8_p_tile(st, lse, sq, sdo, c_k, pt_smem, p_ready, p_free, offs_n,
-                                      seg_end_n, lo, 0, True, BLOCK_M, s_layout)
+                                      seg_end_n, lo, ring0, True, BLOCK_M, s_layout)
             p_scale = gl.convert_layout(scale, rows)
         else:  # nothing is carried from step to step (the loops drop what they carry unused)
             pq = s_zero
             p_scale = gl.zeros([BLOCK_N], gl.float32, layout=rows)
         for g in range(G):  # the query heads reading this kv head: no atomics
-            base = g * nq - lo  # pair index of (g, m) is base + m
+            base = ring0 + g * nq - lo  # pair index of (g, m) is base + m
             first = lo + (g == 0).to(gl.int32) if PIPE else lo
             # Three loops, no branch inside a step (see _fwd_step).
             for m in range(first, full_lo):
@@ -2761,8 +2781,10 @@ def _dkdv8_p_rows(k_smem, kv_bar, q_smem, dot_smem, q_bars, qdo_empty, pt_smem, 
                     p_ready, p_free, qrow_smem, r_bars, c_k, offs_n, seg_end_n, s_zero, dv_zero,
                     m, base + m, True, BLOCK_M, STAGES, PIPE, s_layout, dv_layout, op_layout)
         if PIPE:
-            dv = _dkdv8_p_mma(dv, pq, p_scale, dot_smem, qdo_empty, (G * nq - 1) % STAGES,
-                              dv_zero, op_layout)
+            dv = _dkdv8_p_mma(dv, pq, p_scale, dot_smem, qdo_empty,
+                              (ring0 + G * nq - 1) % STAGES, dv_zero, op_layout)
+    if kv_empty is not None:  # every MMA that read K has been waited for
+        mbarrier.arrive(kv_empty)
     _store_rows_masked(dv, dv_ptr, start_n, kv_col, total, H_KV * HEAD_DIM, dv_layout)
 
 
@@ -2772,11 +2794,12 @@ def _dkdv8_ds_rows(v_smem, kv_bar, do_smem, qt_smem, do_bars, qdo_empty, pt_smem
                    count, HEAD_DIM: gl.constexpr, H_KV: gl.constexpr, BLOCK_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, QK_K: gl.constexpr,
                    PIPE: gl.constexpr, PAIR: gl.constexpr = False, G: gl.constexpr = 1,
-                   lo=0, full_lo=0, full_hi=0, hi=0):
+                   lo=0, full_lo=0, full_hi=0, hi=0, ring0=0, kv_phase=0, kv_empty=None):
     """The dS partition (see DKDV8_CONFIG): dK of keys start_n .. start_n + 63 over the ``count``
     pairs of the ring (one loop: no masking here), scaled by the softmax scale at the end as the
     triton kernel does. PIPE: see _dkdv8_ds_step. PAIR: _dkdv8_ds_pair, on the P partition's
-    pairs (G query heads, each with its ranges lo .. full_lo .. full_hi .. hi)."""
+    pairs (G query heads, each with its ranges lo .. full_lo .. full_hi .. hi). ring0,
+    kv_phase, kv_empty: the persistent kernel's, as _dkdv8_p_rows' (here for V)."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 32])
     dk_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -2790,10 +2813,11 @@ def _dkdv8_ds_rows(v_smem, kv_bar, do_smem, qt_smem, do_bars, qdo_empty, pt_smem
     dk_zero = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, layout=dk_layout)
     QK_BF16: gl.constexpr = QK_K == 16
     rows: gl.constexpr = gl.SliceLayout(1, dk_layout)
-    mbarrier.wait(kv_bar, 0)
+    mbarrier.wait(kv_bar, kv_phase)
     if PAIR:
         for g in range(G):
-            base = g * (hi - lo) - lo  # pair index of (g, m) is base + m, as in the P partition
+            # pair index of (g, m) is base + m, as in the P partition
+            base = ring0 + g * (hi - lo) - lo
             dk = _dkdv8_ds_range(dk, v_smem, do_smem, qt_smem, do_bars, qdo_empty, pt_smem,
                                  p_ready, p_free, qrow_smem, r_bars, sv, s_zero, dk_zero,
                                  base + lo, base + full_lo, STAGES, s_layout, dk_layout,
@@ -2809,21 +2833,23 @@ def _dkdv8_ds_rows(v_smem, kv_bar, do_smem, qt_smem, do_bars, qdo_empty, pt_smem
     else:
         if PIPE:  # pair 0 without its dK MMA, which runs in the next step (or after the loop)
             dpt, _, delta, sq, sdo = _pair_start(v_smem, do_smem, do_bars, qrow_smem, r_bars,
-                                                 s_zero, 0, STAGES, s_layout)
-            dsq, scale = _dkdv8_ds_tile(dpt, delta, sq, sdo, sv, pt_smem, p_ready, p_free, 0,
-                                        s_layout)
+                                                 s_zero, ring0, STAGES, s_layout)
+            dsq, scale = _dkdv8_ds_tile(dpt, delta, sq, sdo, sv, pt_smem, p_ready, p_free,
+                                        ring0, s_layout)
             ds_scale = gl.convert_layout(scale, rows)
         else:  # nothing is carried from step to step (the loop drops what it carries unused)
             dsq = s_zero
             ds_scale = gl.zeros([BLOCK_N], gl.float32, layout=rows)
-        for i in range(1 if PIPE else 0, count):
+        for i in range(ring0 + (1 if PIPE else 0), ring0 + count):
             dk, dsq, ds_scale = _dkdv8_ds_step(dk, dsq, ds_scale, v_smem, do_smem, qt_smem,
                                                do_bars, qdo_empty, pt_smem, p_ready, p_free,
                                                qrow_smem, r_bars, sv, s_zero, dk_zero, i, STAGES,
                                                PIPE, s_layout, dk_layout, op_layout, QK_BF16)
         if PIPE:
-            dk = _dkdv8_ds_mma(dk, dsq, ds_scale, qt_smem, qdo_empty, (count - 1) % STAGES,
-                               dk_zero, op_layout, QK_BF16)
+            dk = _dkdv8_ds_mma(dk, dsq, ds_scale, qt_smem, qdo_empty,
+                               (ring0 + count - 1) % STAGES, dk_zero, op_layout, QK_BF16)
+    if kv_empty is not None:  # every MMA that read V has been waited for
+        mbarrier.arrive(kv_empty)
     _store_rows_masked(dk * sm_scale, dk_ptr, start_n, kv_col, total, H_KV * HEAD_DIM,
                        dk_layout)
 
@@ -2832,18 +2858,21 @@ def _dkdv8_ds_rows(v_smem, kv_bar, do_smem, qt_smem, do_bars, qdo_empty, pt_smem
 def _dkdv8_producer(k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc, qrow_desc, k_smem,
                     v_smem, kv_bar, q_smem, do_smem, qt_smem, dot_smem, qrow_smem, q_bars,
                     do_bars, r_bars, qdo_empty, start_n, kv_col, count, nq, lo, head0,
-                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
+                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr,
+                    ring0=0):
     """The TMA producer warp: K and V, then per (query head, query tile) pair j the P
     partition's Q and dO^T tiles (q_bars), the dS partition's dO and Q^T tiles (do_bars) and
-    the pair's per-query rows that both read (r_bars) into slot j % STAGES once both partitions
-    have released it. The token-contiguous copies [H * D, T_pad] are read at [head * D, first
-    token], the rows [Hq, T, 4] at [head, first token, 0]."""
+    the pair's per-query rows that both read (r_bars) into slot (ring0 + j) % STAGES once both
+    partitions have released it (ring0: the persistent kernel's pairs before this work item).
+    The token-contiguous copies [H * D, T_pad] are read at [head * D, first token], the rows
+    [Hq, T, 4] at [head, first token, 0]."""
     mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
     tma_load(k_desc, [start_n, kv_col], kv_bar, k_smem)
     tma_load(v_desc, [start_n, kv_col], kv_bar, v_smem)
     for j in range(count):
-        slot = j % STAGES
-        mbarrier.wait(qdo_empty.index(slot), ((j // STAGES) & 1) ^ 1)
+        jj = ring0 + j
+        slot = jj % STAGES
+        mbarrier.wait(qdo_empty.index(slot), ((jj // STAGES) & 1) ^ 1)
         head, row = _pair_coords(j, nq, lo, head0, BLOCK_M)
         col = head * HEAD_DIM
         mbarrier.expect(q_bars.index(slot), q_desc.block_type.nbytes + dot_desc.block_type.nbytes)
@@ -2924,6 +2953,151 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
                            v_smem, kv_bar.index(0), q_smem, do_smem, qt_smem, dot_smem,
                            qrow_smem, q_bars, do_bars, r_bars, qdo_empty, start_n, kv_col, count,
                            nq, lo, head0, HEAD_DIM, BLOCK_M, STAGES)),
+    ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+
+
+# The persistent form (FLAMIA_GLUON_DKDV8=...,persistent; dkdv8_persistent): one program per
+# SM takes (kv head, key tile) items from a queue (_take_item), as the BF16 dK/dV kernel does.
+# With one 64-key tile per program (8192 programs at 32k tokens and 16 heads) and one program per
+# SM (its shared memory), each program's start (K and V, the ring's first tiles) and end (dK and
+# dV out) ran with nothing beside them: a least-squares fit of the H200 grid of 2026-12-07 18:40
+# over its seven 16-head D = 128 workloads gave this kernel 1.08 us per unmasked pair, 1.38 per
+# masked one and 0.26 ms per call besides (the persistent BF16 dK/dV kernel: 0.11 ms), a third
+# of its 0.77 ms at U(32, 1024). Here K and V have two slots, so the next item's load while
+# the current one runs, and the ring runs on across items; each item is the plain kernel's
+# steps in the same order, so the same bits.
+@gluon.jit
+def _dkdv8_persistent_p(k_smem, kv_bars, kv_empty, q_smem, dot_smem, q_bars, qdo_empty, pt_smem,
+                        p_ready, p_free, qrow_smem, r_bars, dv_ptr, skv_ptr, stride_skh,
+                        seg_end_ptr, order_ptr, queue_ptr, item_bars, total, qk_scale,
+                        HEAD_DIM: gl.constexpr, H_Q: gl.constexpr, H_KV: gl.constexpr,
+                        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                        QK_K: gl.constexpr, PIPE: gl.constexpr):
+    """The persistent kernel's P partition: _dkdv8_p_rows for each work item, item t's K in
+    slot t % 2."""
+    ring0 = 0  # the ring's pairs consumed before this work item
+    t = 0  # work items before this one
+    w = _read_item(queue_ptr, item_bars, t)
+    while w >= 0:
+        start_n, _, _, kv_col, lo, full_lo, full_hi, hi, nq, count, _ = _key_item(
+            w, order_ptr, seg_end_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N)
+        _dkdv8_p_rows(k_smem.index(t % 2), kv_bars.index(t % 2), q_smem, dot_smem, q_bars,
+                      qdo_empty, pt_smem, p_ready, p_free, qrow_smem, r_bars, dv_ptr,
+                      skv_ptr + (kv_col // HEAD_DIM) * stride_skh, seg_end_ptr, total, qk_scale,
+                      kv_col, start_n, lo, full_lo, full_hi, hi, nq, HEAD_DIM, H_KV, H_Q // H_KV,
+                      BLOCK_M, BLOCK_N, STAGES, QK_K, PIPE, False, ring0, (t // 2) & 1,
+                      kv_empty.index(t % 2))
+        ring0 += count
+        t += 1
+        w = _read_item(queue_ptr, item_bars, t)
+
+
+@gluon.jit
+def _dkdv8_persistent_ds(v_smem, kv_bars, kv_empty, do_smem, qt_smem, do_bars, qdo_empty,
+                         pt_smem, p_ready, p_free, qrow_smem, r_bars, dk_ptr, skv_ptr,
+                         stride_skh, seg_end_ptr, order_ptr, queue_ptr, item_bars, total,
+                         sm_scale, HEAD_DIM: gl.constexpr, H_Q: gl.constexpr, H_KV: gl.constexpr,
+                         BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                         QK_K: gl.constexpr, PIPE: gl.constexpr):
+    """The persistent kernel's dS partition: _dkdv8_ds_rows for each work item, item t's V in
+    slot t % 2."""
+    ring0 = 0
+    t = 0
+    w = _read_item(queue_ptr, item_bars, t)
+    while w >= 0:
+        start_n, _, _, kv_col, _, _, _, _, _, count, _ = _key_item(
+            w, order_ptr, seg_end_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N)
+        _dkdv8_ds_rows(v_smem.index(t % 2), kv_bars.index(t % 2), do_smem, qt_smem, do_bars,
+                       qdo_empty, pt_smem, p_ready, p_free, qrow_smem, r_bars, dk_ptr,
+                       skv_ptr + (kv_col // HEAD_DIM) * stride_skh, total, sm_scale, kv_col,
+                       start_n, count, HEAD_DIM, H_KV, BLOCK_M, BLOCK_N, STAGES, QK_K, PIPE,
+                       False, 1, 0, 0, 0, 0, ring0, (t // 2) & 1, kv_empty.index(t % 2))
+        ring0 += count
+        t += 1
+        w = _read_item(queue_ptr, item_bars, t)
+
+
+@gluon.jit
+def _dkdv8_persistent_producer(k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc, qrow_desc,
+                               k_smem, v_smem, kv_bars, kv_empty, q_smem, do_smem, qt_smem,
+                               dot_smem, qrow_smem, q_bars, do_bars, r_bars, qdo_empty,
+                               seg_end_ptr, order_ptr, queue_ptr, item_bars, total, n_work,
+                               HEAD_DIM: gl.constexpr, H_Q: gl.constexpr, H_KV: gl.constexpr,
+                               BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
+    """The persistent kernel's producer warp: _dkdv8_producer for each work item it takes from
+    the queue. It takes item t once both partitions are done with item t - 2 (kv_empty of slot
+    t % 2): then that item's K/V slot is free, and so is its number's slot of the queue, which
+    they read before starting it (_take_item)."""
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    ring0 = 0
+    t = 0
+    w = _take_item(queue_ptr, item_bars, t, n_work)
+    while w >= 0:
+        start_n, _, _, kv_col, lo, _, _, _, nq, count, head0 = _key_item(
+            w, order_ptr, seg_end_ptr, seg_end_ptr, total, H_Q, H_KV, HEAD_DIM, BLOCK_M, BLOCK_N)
+        _dkdv8_producer(k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc, qrow_desc,
+                        k_smem.index(t % 2), v_smem.index(t % 2), kv_bars.index(t % 2), q_smem,
+                        do_smem, qt_smem, dot_smem, qrow_smem, q_bars, do_bars, r_bars,
+                        qdo_empty, start_n, kv_col, count, nq, lo, head0, HEAD_DIM, BLOCK_M,
+                        STAGES, ring0)
+        ring0 += count
+        t += 1
+        # A fresh mbarrier counts as having completed the phase before its first: items 0 and
+        # 1 wait for nothing.
+        mbarrier.wait(kv_empty.index(t % 2), ((t // 2) & 1) ^ 1)
+        w = _take_item(queue_ptr, item_bars, t, n_work)
+
+
+@gluon.jit
+def _attn_bwd_dkdv8_hopper_persistent_kernel(
+    q_desc, k_desc, v_desc, do_desc, qt_desc, dot_desc, qrow_desc, dk_ptr, dv_ptr, skv_ptr,
+    seg_end_ptr, order_ptr, queue_ptr, stride_skh, total, c, sm_scale, n_work,
+    H_Q: gl.constexpr, H_KV: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+    STAGES: gl.constexpr, PIPE: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+    PRODUCER_REGS: gl.constexpr, num_warps: gl.constexpr, PT_SLOTS: gl.constexpr,
+):
+    """_attn_bwd_dkdv8_hopper_ws_kernel's function, persistent: grid (programs,), at most one
+    per SM; n_work = Hkv x key tiles, item w the key tile order[w // Hkv] of kv head w % Hkv
+    (the plain kernel's launch order); queue_ptr: int32 [1 + 2 x programs], zero (_take_item).
+    Arguments otherwise as the plain kernel's (no pair steps). Shared memory at D = 128 with 3
+    ring slots: 163 KB (K and V 2 x 16 KB, the ring 3 x 33 KB, P^T 2 x 16 KB)."""
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    k_smem = _ring(k_desc, 2)
+    v_smem = _ring(v_desc, 2)
+    q_smem = _ring(q_desc, STAGES)
+    dot_smem = _ring(dot_desc, STAGES)
+    do_smem = _ring(do_desc, STAGES)
+    qt_smem = _ring(qt_desc, STAGES)
+    qrow_smem = _ring(qrow_desc, STAGES)
+    pt_smem = gl.allocate_shared_memory(gl.float32, [PT_SLOTS, BLOCK_N, BLOCK_M],
+                                        gl.SwizzledSharedLayout(8, 1, 8, order=[1, 0]))
+    kv_bars = _barriers(2, 1)
+    kv_empty = _barriers(2, 2)  # both partitions' arrivals: done with the slot's K and V
+    item_bars = _barriers(2, 1)
+    q_bars = _barriers(STAGES, 1)
+    do_bars = _barriers(STAGES, 1)
+    r_bars = _barriers(STAGES, 1)
+    qdo_empty = _barriers(STAGES, 2)
+    p_ready = _barriers(PT_SLOTS, 1)
+    p_free = _barriers(PT_SLOTS, 1)
+    fence_async_shared()
+    QK_K: gl.constexpr = 256 // q_desc.dtype.primitive_bitwidth
+    gl.warp_specialize([
+        (_dkdv8_persistent_p, (k_smem, kv_bars, kv_empty, q_smem, dot_smem, q_bars, qdo_empty,
+                               pt_smem, p_ready, p_free, qrow_smem, r_bars, dv_ptr, skv_ptr,
+                               stride_skh, seg_end_ptr, order_ptr, queue_ptr, item_bars, total,
+                               c, HEAD_DIM, H_Q, H_KV, BLOCK_M, BLOCK_N, STAGES, QK_K, PIPE)),
+        (_dkdv8_persistent_ds, (v_smem, kv_bars, kv_empty, do_smem, qt_smem, do_bars, qdo_empty,
+                                pt_smem, p_ready, p_free, qrow_smem, r_bars, dk_ptr, skv_ptr,
+                                stride_skh, seg_end_ptr, order_ptr, queue_ptr, item_bars, total,
+                                sm_scale, HEAD_DIM, H_Q, H_KV, BLOCK_M, BLOCK_N, STAGES, QK_K,
+                                PIPE)),
+        (_dkdv8_persistent_producer, (k_desc, v_desc, q_desc, do_desc, qt_desc, dot_desc,
+                                      qrow_desc, k_smem, v_smem, kv_bars, kv_empty, q_smem,
+                                      do_smem, qt_smem, dot_smem, qrow_smem, q_bars, do_bars,
+                                      r_bars, qdo_empty, seg_end_ptr, order_ptr, queue_ptr,
+                                      item_bars, total, n_work, HEAD_DIM, H_Q, H_KV, BLOCK_M,
+                                      STAGES)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -3256,7 +3430,8 @@ def dkdv8_supports(q8, k8, v8, do8, qt, dot) -> str | None:
 
 def attention_dkdv8_hopper(q8, k8, v8, do8, qt, dot, qrow, skv, seg_end, order_dkdv,
                            softmax_scale, dk, dv, checked=False):
-    """The FP8 dK/dV kernel (_attn_bwd_dkdv8_hopper_ws_kernel): writes dK, dV (bf16,
+    """The FP8 dK/dV kernel (_attn_bwd_dkdv8_hopper_ws_kernel, or its persistent form,
+    dkdv8_persistent): writes dK, dV (bf16,
     caller-allocated, contiguous [T, Hkv, D]) as the triton FP8 dK/dV kernels do, from
     kernels.attention.attention_bwd's FP8 arguments: q8, k8 (E4M3, or bf16 holding
     nvfp4_fp8's NVFP4 values), v8, do8 (E4M3) [T, H, D]; qt (Q's dtype) and dot (E4M3) the
@@ -3274,6 +3449,22 @@ def attention_dkdv8_hopper(q8, k8, v8, do8, qt, dot, qrow, skv, seg_end, order_d
     assert skv.shape == (hkv, total, 2) and skv.is_contiguous(), "skv: contiguous [Hkv, T, 2]"
     block_m, block_n, _ = DKDV8_CONFIG
     stages, schedule, pt_slots = dkdv8_setting(q8.dtype)
+    if dkdv8_persistent():
+        if schedule == "pair":
+            raise ValueError(f"FLAMIA_GLUON_DKDV8={os.environ.get('FLAMIA_GLUON_DKDV8')!r}: the "
+                             "persistent FP8 dK/dV kernel runs the wait and pipe schedules, not "
+                             "pair steps; accepted: e.g. 3,pipe,persistent or 2,persistent")
+        n_work = hkv * order_dkdv.numel()
+        programs = min(n_work, sm_count(q8.device))
+        launch(_attn_bwd_dkdv8_hopper_persistent_kernel, (programs, ),
+            _rows_view(q8, block_m), _rows_view(k8, block_n), _rows_view(v8, block_n),
+            _rows_view(do8, block_m), _token_major_view(qt, block_m),
+            _token_major_view(dot, block_m), _query_rows_view(qrow, block_m), dk, dv, skv,
+            seg_end, order_dkdv, _work_queue(programs, q8.device), skv.stride(0), total,
+            softmax_scale * LOG2E, softmax_scale, n_work, H_Q=hq, H_KV=hkv, HEAD_DIM=d,
+            BLOCK_M=block_m, STAGES=stages, PIPE=schedule == "pipe", PT_SLOTS=pt_slots,
+            CONSUMER_REGS=DKDV8_CONSUMER_REGS, PRODUCER_REGS=DKDV8_PRODUCER_REGS, num_warps=4)
+        return dk, dv
     launch(_attn_bwd_dkdv8_hopper_ws_kernel, (hkv, order_dkdv.numel()),
         _rows_view(q8, block_m), _rows_view(k8, block_n), _rows_view(v8, block_n),
         _rows_view(do8, block_m), _token_major_view(qt, block_m), _token_major_view(dot, block_m),
