@@ -547,19 +547,26 @@ persist26)  # 2026-12-08 (twenty-sixth session): the persistent FP8 dK/dV kernel
            # (FLAMIA_GLUON_DKDV8=...,persistent) against the plain one: the dK/dV kernel alone,
            # each setting twice in turn (dQ, dK, dV checked bit for bit against the triton split
            # kernels'), fwd+bwd of both recipes with and without it against cuDNN, then its
-           # GPU tests (bits against the plain kernel, probes) (~8 min)
-  FLAMIA_AUTOTUNE=0 step "dkdv8 variants" ${VARIANTS_S:-150} python -m bench.gluon_variants \
+           # GPU tests (bits against the plain kernel, probes) (~8 min). First a smoke check
+           # (one small backward with each kernel, bits compared): on a failure or a hang the
+           # call ends there.
+  FLAMIA_AUTOTUNE=0 step "smoke" 90 python -m pytest -q -p no:cacheprovider -x \
+    tests/test_kernels_hopper.py -k "persistent_is_the_plain and lengths0 and mxfp8" \
+    > $OUT/smoke.log 2>&1
+  tail -3 $OUT/smoke.log
+  grep -q "1 passed" $OUT/smoke.log || exit 1
+  FLAMIA_AUTOTUNE=0 step "dkdv8 variants" ${VARIANTS_S:-130} python -m bench.gluon_variants \
     --kernel dkdv8 --configs mxfp8:3,pipe:persistent:3,pipe:persistent nvfp4_fp8:2:persistent \
     --dists ${VARIANT_DISTS:-u32_1024 lognormal_1k one_doc u1024_8192} \
     > $OUT/dkdv8_variants.txt 2>&1
   grep "gluon" $OUT/dkdv8_variants.txt | cut -d"|" -f2-6
-  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-170} python -m bench.attention --quick \
+  FLAMIA_AUTOTUNE=8x3,4x3 step "bench" ${BENCH_S:-160} python -m bench.attention --quick \
     --profile --rounds 3 --dists ${DISTS:-u32_1024 lognormal_1k one_doc} \
     --providers flamia-mxfp8 "flamia-mxfp8 (persistent dK/dV)" \
     "flamia-nvfp4_fp8 (emulated NVFP4)" "flamia-nvfp4_fp8 (emulated NVFP4, persistent dK/dV)" \
     cudnn-thd cudnn-dense --out $OUT > $OUT/bench.log 2>&1
   grep -E "^\| |Error" $OUT/bench.log | grep -v "^| ---" | cut -d"|" -f2,3,6,9,13 | tail -30
-  tier persist ${TIER_S:-150} tests/test_kernels_hopper.py -k \
+  tier persist ${TIER_S:-100} tests/test_kernels_hopper.py -k \
     "persistent_is_the_plain or persistent_does_not_leak or dkdv8_setting"
   tier_report
   ;;
