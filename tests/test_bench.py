@@ -428,3 +428,37 @@ def test_quantizer_bench_checks_bits_against_the_reference(scaling):
         assert zero.any()
         q8[zero] = 0.0  # -0 -> +0: the same value, another bit pattern
         assert _check((q8,) + outs[1:], q, k, v, scaling) == ["Q data"]
+
+
+def test_step_cost_recovers_the_costs_it_was_given(tmp_path, capsys):
+    """bench.step_cost fits kernel ms = a * unmasked / SMs + b * masked / SMs + c: on a run whose
+    profile was made from known a, b, c per kernel (the step counts its own), it gives them
+    back; quantizer kernels are left out; too few workloads are said, not fitted."""
+    from bench.attention import packed_lengths
+    from bench.step_cost import FP8_TILES, kernel_kind, main, steps
+
+    assert [kernel_kind(n) for n in ("_attn_bwd_dkdv8_hopper_ws_kernel", "_attn_bwd_dq_kernel",
+                                     "_attn_fwd_kernel", "_quantize_qkv_kernel")] == [
+        "dkdv", "dq", "fwd", None]
+    costs = {"_attn_fwd_kernel": (0.6, 0.7, 0.11), "_attn_bwd_dkdv8_hopper_ws_kernel":
+             (1.1, 1.4, 0.26)}  # us per step, us per masked step, ms per call
+    results = []
+    for dist in ("one_doc", "equal_2k", "u32_1024", "lognormal_1k", "u1024_8192"):
+        counts = steps(packed_lengths(dist, 1, 4096), FP8_TILES)
+        profile = {"_quantize_qkv_kernel": 0.17}
+        for name, (a, b, c) in costs.items():
+            u, m = counts[kernel_kind(name)]
+            profile[name] = (a * u * 16 + b * m * 16) / 132 / 1e3 + c
+        results.append({"workload": dist, "rows": 1, "L": 4096, "provider": "flamia-mxfp8",
+                        "D": 128, "Hq": 16, "Hkv": 16, "profile_ms": profile})
+    results.append({**results[0], "provider": "flamia-bf16"})
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"results": results}))
+    main([str(run), "--providers", "flamia-mxfp8", "flamia-bf16"])
+    out = capsys.readouterr().out
+    for name, (a, b, c) in costs.items():
+        row = next(line for line in out.splitlines() if line.startswith(f"| {name} "))
+        got = [float(x) for x in row.split("|")[2:5]]
+        assert got == pytest.approx([a, b, c], abs=2e-3), row
+    assert "_quantize_qkv_kernel" not in out
+    assert "flamia-bf16: 1 profiled" in out
