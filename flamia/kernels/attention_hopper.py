@@ -2960,12 +2960,14 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
 # SM takes (kv head, key tile) items from a queue (_take_item), as the BF16 dK/dV kernel does.
 # With one 64-key tile per program (8192 programs at 32k tokens and 16 heads) and one program per
 # SM (its shared memory), each program's start (K and V, the ring's first tiles) and end (dK and
-# dV out) ran with nothing beside them: a least-squares fit of the H200 grid of 2026-12-07 18:40
-# over its seven 16-head D = 128 workloads gave this kernel 1.08 us per unmasked pair, 1.38 per
-# masked one and 0.26 ms per call besides (the persistent BF16 dK/dV kernel: 0.11 ms), a third
-# of its 0.77 ms at U(32, 1024). Here K and V have two slots, so the next item's load while
-# the current one runs, and the ring runs on across items; each item is the plain kernel's
-# steps in the same order, so the same bits.
+# dV out) ran with nothing beside them: a least-squares fit over the seven 16-head D = 128
+# workloads of the H200 grid of 2026-12-07 18:40 (python -m bench.step_cost,
+# bench/results/step_cost_20261207-1840_H200.txt) gives this kernel 1.08 us per unmasked pair,
+# 1.38 per masked one and 0.26 ms per call besides (the persistent BF16 dK/dV kernel: 0.05), a
+# third of its 0.77 ms at U(32, 1024). Here K and V have two slots, so the next item's load
+# while the current one runs, and the ring runs on across items; each item is the plain
+# kernel's steps in the same order, so the same bits. Compiled only so far: not yet run on a
+# GPU (twenty-sixth session: no machine was lent).
 @gluon.jit
 def _dkdv8_persistent_p(k_smem, kv_bars, kv_empty, q_smem, dot_smem, q_bars, qdo_empty, pt_smem,
                         p_ready, p_free, qrow_smem, r_bars, dv_ptr, skv_ptr, stride_skh,
