@@ -2964,8 +2964,8 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
 # workloads of the H200 grid of 2026-12-07 18:40 (python -m bench.step_cost,
 # bench/results/step_cost_20261207-1840_H200.txt) gives this kernel 1.08 us per unmasked pair,
 # 1.38 per masked one and 0.26 ms per call besides (the persistent BF16 dK/dV kernel: 0.05), a
-# third of its 0.77 ms at U(32, 1024). Here K and V have two slots, so the next item's load
-# while the current one runs, and the ring runs on across items; each item is the plain
+# third of its 0.77 ms at U(32, 1024). Here K and V have two slots, so the next item's K and V
+# load while the current item runs, and the ring runs on across items; each item is the plain
 # kernel's steps in the same order, so the same bits. Compiled only so far: not yet run on a
 # GPU (twenty-sixth session: no machine was lent).
 @gluon.jit
