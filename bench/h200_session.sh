@@ -114,6 +114,10 @@
 # Hopper FP8 tier cut at 300 s after 29 of 32 passed); quant25b written, not run (four failed
 # starts); bench.quantizer again on an H100 at 22:22 as a direct command. Next session: quant25b
 # on an H200, then grid17.
+# 2026-12-08 (twenty-sixth session): persist26 written (the persistent FP8 dK/dV kernel), not
+# run: no machine came, then none was lent. Next session: persist26 (any Hopper GPU: it compares
+# in one process); if the persistent kernel is faster, make it the default (DKDV8_PERSISTENT)
+# and run grid17 on an H200; quant25b is still pending too.
 # Measured 2026-12-03: final, sweep, bench, last, profile (Nsight Compute works on this
 # machine: --clock-control none). The full grid of 14:04 ran as a one-off command with
 # FLAMIA_AUTOTUNE=8x3,4x3 (bench/PERFORMANCE_LOG.md); it takes about 5 minutes.
