@@ -2899,6 +2899,34 @@ def _barriers(n: gl.constexpr, count: gl.constexpr):
 
 
 @gluon.jit
+def _dkdv8_ring(q_desc, dot_desc, do_desc, qt_desc, qrow_desc, STAGES: gl.constexpr,
+                PT_SLOTS: gl.constexpr, BLOCK_N: gl.constexpr):
+    """The FP8 dK/dV kernel's ring of (query head, query tile) pairs, STAGES slots of Q, dO^T's
+    token-contiguous copy, dO, Q^T's and the per-query rows, and its PT_SLOTS P^T tiles."""
+    q_smem = _ring(q_desc, STAGES)
+    dot_smem = _ring(dot_desc, STAGES)
+    do_smem = _ring(do_desc, STAGES)
+    qt_smem = _ring(qt_desc, STAGES)
+    qrow_smem = _ring(qrow_desc, STAGES)
+    # Swizzled in 8-element (32-byte) units over 8 rows: no bank conflicts for S^T's accumulator
+    # layout, storing or loading (gl.bank_conflicts, triton 3.6: 0 per wavefront; 3 with
+    # 2-element units, 1 with the NVMMA layout).
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    pt_smem = gl.allocate_shared_memory(gl.float32, [PT_SLOTS, BLOCK_N, BLOCK_M],
+                                        gl.SwizzledSharedLayout(8, 1, 8, order=[1, 0]))
+    return q_smem, dot_smem, do_smem, qt_smem, qrow_smem, pt_smem
+
+
+@gluon.jit
+def _dkdv8_ring_barriers(STAGES: gl.constexpr, PT_SLOTS: gl.constexpr):
+    """The ring's barriers: each slot's Q / dO^T loads (q_bars), dO / Q^T loads (do_bars) and
+    per-query rows (r_bars) landed, the slot released by both partitions (qdo_empty), and each
+    P^T slot's ready and free."""
+    return (_barriers(STAGES, 1), _barriers(STAGES, 1), _barriers(STAGES, 1),
+            _barriers(STAGES, 2), _barriers(PT_SLOTS, 1), _barriers(PT_SLOTS, 1))
+
+
+@gluon.jit
 def _attn_bwd_dkdv8_hopper_ws_kernel(
     q_desc, k_desc, v_desc, do_desc, qt_desc, dot_desc, qrow_desc, dk_ptr, dv_ptr, skv_ptr,
     seg_end_ptr, order_ptr, stride_skh, total, c, sm_scale, H_Q: gl.constexpr,
@@ -2921,23 +2949,10 @@ def _attn_bwd_dkdv8_hopper_ws_kernel(
     skv_ptr = skv_ptr + (kv_col // HEAD_DIM) * stride_skh
     k_smem = gl.allocate_shared_memory(k_desc.dtype, k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(v_desc.dtype, v_desc.block_type.shape, v_desc.layout)
-    q_smem = _ring(q_desc, STAGES)
-    dot_smem = _ring(dot_desc, STAGES)
-    do_smem = _ring(do_desc, STAGES)
-    qt_smem = _ring(qt_desc, STAGES)
-    qrow_smem = _ring(qrow_desc, STAGES)
-    # Swizzled in 8-element (32-byte) units over 8 rows: no bank conflicts for S^T's accumulator
-    # layout, storing or loading (gl.bank_conflicts, triton 3.6: 0 per wavefront; 3 with
-    # 2-element units, 1 with the NVMMA layout).
-    pt_smem = gl.allocate_shared_memory(gl.float32, [PT_SLOTS, BLOCK_N, BLOCK_M],
-                                        gl.SwizzledSharedLayout(8, 1, 8, order=[1, 0]))
+    q_smem, dot_smem, do_smem, qt_smem, qrow_smem, pt_smem = _dkdv8_ring(
+        q_desc, dot_desc, do_desc, qt_desc, qrow_desc, STAGES, PT_SLOTS, BLOCK_N)
     kv_bar = _barriers(1, 1)
-    q_bars = _barriers(STAGES, 1)
-    do_bars = _barriers(STAGES, 1)
-    r_bars = _barriers(STAGES, 1)
-    qdo_empty = _barriers(STAGES, 2)
-    p_ready = _barriers(PT_SLOTS, 1)
-    p_free = _barriers(PT_SLOTS, 1)
+    q_bars, do_bars, r_bars, qdo_empty, p_ready, p_free = _dkdv8_ring_barriers(STAGES, PT_SLOTS)
     fence_async_shared()
     QK_K: gl.constexpr = 256 // q_desc.dtype.primitive_bitwidth
     gl.warp_specialize([
@@ -3066,22 +3081,12 @@ def _attn_bwd_dkdv8_hopper_persistent_kernel(
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     k_smem = _ring(k_desc, 2)
     v_smem = _ring(v_desc, 2)
-    q_smem = _ring(q_desc, STAGES)
-    dot_smem = _ring(dot_desc, STAGES)
-    do_smem = _ring(do_desc, STAGES)
-    qt_smem = _ring(qt_desc, STAGES)
-    qrow_smem = _ring(qrow_desc, STAGES)
-    pt_smem = gl.allocate_shared_memory(gl.float32, [PT_SLOTS, BLOCK_N, BLOCK_M],
-                                        gl.SwizzledSharedLayout(8, 1, 8, order=[1, 0]))
+    q_smem, dot_smem, do_smem, qt_smem, qrow_smem, pt_smem = _dkdv8_ring(
+        q_desc, dot_desc, do_desc, qt_desc, qrow_desc, STAGES, PT_SLOTS, BLOCK_N)
     kv_bars = _barriers(2, 1)
     kv_empty = _barriers(2, 2)  # both partitions' arrivals: done with the slot's K and V
     item_bars = _barriers(2, 1)
-    q_bars = _barriers(STAGES, 1)
-    do_bars = _barriers(STAGES, 1)
-    r_bars = _barriers(STAGES, 1)
-    qdo_empty = _barriers(STAGES, 2)
-    p_ready = _barriers(PT_SLOTS, 1)
-    p_free = _barriers(PT_SLOTS, 1)
+    q_bars, do_bars, r_bars, qdo_empty, p_ready, p_free = _dkdv8_ring_barriers(STAGES, PT_SLOTS)
     fence_async_shared()
     QK_K: gl.constexpr = 256 // q_desc.dtype.primitive_bitwidth
     gl.warp_specialize([
