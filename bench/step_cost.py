@@ -25,16 +25,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from unittest import mock
 
 import torch
 
 from bench.attention import packed_lengths
-from bench.tile_model import _cu, key_steps, query_steps
-from flamia import ops
+from bench.tile_model import plan_steps
 from flamia.kernels import attention as K
+from flamia.kernels import attention_hopper as H
 
-FP8_TILES = {"fwd": (64, 64), "dq": (64, 64), "dkdv": (64, 64)}
+# The FP8 kernels' tiles on Hopper at D = 128: the triton forward and dQ, the Gluon dK/dV kernel
+FP8_TILES = {"fwd": K.BLOCKS[("fwd", True)][128], "dq": K.BLOCKS[("dq", True)][128],
+             "dkdv": H.DKDV8_CONFIG[:2]}
 
 
 def kernel_kind(name: str) -> str | None:
@@ -47,17 +48,7 @@ def kernel_kind(name: str) -> str | None:
 
 def steps(lengths, tiles) -> dict[str, tuple[int, int]]:
     """(unmasked, masked) steps per head of each kernel kind on grid tiles of these shapes."""
-    total = sum(lengths)
-    with mock.patch.dict(os.environ, {"FLAMIA_TILES": "grid"}), \
-            mock.patch.object(K, "fwd_blocks",
-                              lambda d, fp8=False, short_docs=False: tiles["fwd"]), \
-            mock.patch.object(K, "bwd_blocks", lambda d, fp8=False: tiles["dkdv"]), \
-            mock.patch.object(K, "dq_blocks", lambda d, fp8=False: tiles["dq"]):
-        plan = ops.batch_plan(_cu(lengths), total, 128)
-    ss, se = plan.seg_start, plan.seg_end
-    return {"fwd": query_steps(plan.order_fwd, ss, se, total, *tiles["fwd"], False),
-            "dq": query_steps(plan.order_dq, ss, se, total, *tiles["dq"], False),
-            "dkdv": key_steps(plan.order_dkdv, ss, se, total, *tiles["dkdv"], False)}
+    return plan_steps(lengths, tiles["fwd"], tiles["dkdv"], tiles["dq"])[0]
 
 
 def fit(rows, sms):

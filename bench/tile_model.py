@@ -112,25 +112,32 @@ def forward_items(order, seg_start, total, block_m, block_n, heads):
     return (hi - lo)[order.long()].repeat_interleave(heads).tolist()
 
 
+def plan_steps(lengths, fwd, dkdv, dq, mode="grid"):
+    """(unmasked, masked) steps per head of each kernel (fwd, dq, dkdv) on tiles of these
+    shapes (queries x keys) in tile mode ``mode``, from the batch plan built for them, and the
+    plan's programs (forward, dK/dV); also returns the plan."""
+    total = sum(lengths)
+    with mock.patch.dict(os.environ, {"FLAMIA_TILES": mode}), \
+            mock.patch.object(K, "fwd_blocks", lambda d, fp8=False, short_docs=False: fwd), \
+            mock.patch.object(K, "bwd_blocks", lambda d, fp8=False: dkdv), \
+            mock.patch.object(K, "dq_blocks", lambda d, fp8=False: dq):
+        plan = ops.batch_plan(_cu(lengths), total, 128)
+    doc = mode == "doc"
+    ss, se = plan.seg_start, plan.seg_end
+    return {
+        "fwd": query_steps(plan.order_fwd, ss, se, total, *fwd, doc),
+        "dq": query_steps(plan.order_dq, ss, se, total, *dq, doc),
+        "dkdv": key_steps(plan.order_dkdv, ss, se, total, *dkdv, doc),
+        "programs": (int((plan.order_fwd >= 0).sum()), int((plan.order_dkdv >= 0).sum())),
+    }, plan
+
+
 def model(lengths, fwd, dkdv, dq):
     total = sum(lengths)
     cu = _cu(lengths)
-    blocks = {"fwd": fwd, "dkdv": dkdv, "dq": dq}
     rows = {}
     for mode in K.TILE_MODES:
-        with mock.patch.dict(os.environ, {"FLAMIA_TILES": mode}), \
-                mock.patch.object(K, "fwd_blocks", lambda d, fp8=False, short_docs=False: fwd), \
-                mock.patch.object(K, "bwd_blocks", lambda d, fp8=False: dkdv), \
-                mock.patch.object(K, "dq_blocks", lambda d, fp8=False: dq):
-            plan = ops.batch_plan(cu, total, 128)
-        doc = mode == "doc"
-        ss, se = plan.seg_start, plan.seg_end
-        rows[mode] = {
-            "fwd": query_steps(plan.order_fwd, ss, se, total, *blocks["fwd"], doc),
-            "dq": query_steps(plan.order_dq, ss, se, total, *blocks["dq"], doc),
-            "dkdv": key_steps(plan.order_dkdv, ss, se, total, *blocks["dkdv"], doc),
-            "programs": (int((plan.order_fwd >= 0).sum()), int((plan.order_dkdv >= 0).sum())),
-        }
+        rows[mode], plan = plan_steps(lengths, fwd, dkdv, dq, mode)
     seg_start = plan.seg_start
     rows["warpgroups"] = {"fwd": warpgroup_steps(seg_start, total, *fwd),
                           "dq": warpgroup_steps(seg_start, total, *dq)}
