@@ -155,6 +155,9 @@ def test_gluon_fp8_forward_compiles_for_sm90():
         assert _spills_at_most(block, bound), out
 
 
+PERSISTENT_DKDV8 = ("mxfp8:persistent", "nvfp4_fp8:persistent")
+
+
 def test_gluon_fp8_dkdv_compiles_for_sm90():
     """The Gluon FP8 dK/dV kernel (attention_hopper._attn_bwd_dkdv8_hopper_ws_kernel) for both
     FP8 recipes and both head dims: no spills (each consumer warpgroup holds one fp32
@@ -168,7 +171,8 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
     dV and dK after them; it spills nothing with the H200's triton 3.6 for mxfp8 (12 B for
     nvfp4_fp8) but 292-332 B with 3.9. The pair schedule (3,pair): in both partitions, per
     range (three per query head), a pair step (two tiles' MMAs) and a single step for an odd
-    range's last tile; 16 B spilled with triton 3.6, 968 B with 3.9."""
+    range's last tile; 16 B spilled with triton 3.6, 968 B with 3.9. At D = 128 also the
+    persistent form of the kernel (below)."""
     import torch
 
     from flamia.kernels import attention_hopper as H
@@ -178,7 +182,7 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
     for d in (64, 128):
         out = _bench("bench.gluon_report", "--configs", "--dq", "--dkdv", "--dkdv8", "mxfp8",
                      "nvfp4_fp8", "mxfp8:2", "nvfp4_fp8:3,pipe", "mxfp8:3,pair",
-                     "nvfp4_fp8:3,pair", "--d", str(d)).stdout
+                     "nvfp4_fp8:3,pair", *PERSISTENT_DKDV8 * (d == 128), "--d", str(d)).stdout
         kernels = {k.split(": shared")[0]: k
                    for k in re.split(r"\ngluon ", "\n" + out.split("\n", 1)[1])[1:]}
         for recipe, hgmma, qgmma in (("mxfp8:2", 0, 3 * (d // 32 + 2) + d // 32 + 2),
@@ -201,25 +205,19 @@ def test_gluon_fp8_dkdv_compiles_for_sm90():
             pipe = recipe == "mxfp8" or recipe.endswith("pipe")
             bound = 1024 if recipe.endswith("pair") else 400 if pipe else 0
             assert _spills_at_most(block, bound), out
-
-
-def test_gluon_fp8_dkdv_persistent_compiles_for_sm90():
-    """The persistent FP8 dK/dV kernel (FLAMIA_GLUON_DKDV8=...,persistent) for both FP8 recipes
-    in their default schedules: within shared memory with K and V in two slots (mxfp8 167,560 B,
-    nvfp4_fp8 182,856 B at D = 128), the plain kernel's MMAs (each work item runs its steps),
-    and spills bounded: with triton 3.6 none for nvfp4_fp8 and 184 B for mxfp8 (10 stores per
-    dS step: the work item's values kept across its step loop), 240 B with 3.9 (the plain
-    kernel's 3.9 spills 240 B too)."""
-    out = _bench("bench.gluon_report", "--configs", "--dq", "--dkdv", "--dkdv8", "mxfp8",
-                 "mxfp8:persistent", "nvfp4_fp8", "nvfp4_fp8:persistent").stdout
-    kernels = {k.split(": shared")[0]: k
-               for k in re.split(r"\ngluon ", "\n" + out.split("\n", 1)[1])[1:]}
-    for recipe in ("mxfp8", "nvfp4_fp8"):
-        plain, persistent = kernels[f"dkdv8 {recipe}"], kernels[f"dkdv8 {recipe}:persistent"]
-        assert int(re.search(r"shared (\d+) B", persistent).group(1)) <= 227 * 1024, out
-        mmas = r"HGMMA (\d+) QGMMA (\d+)"
-        assert re.search(mmas, persistent).groups() == re.search(mmas, plain).groups(), out
-        assert _spills_at_most(persistent, 0 if recipe == "nvfp4_fp8" else 400), out
+        for config in PERSISTENT_DKDV8 * (d == 128):
+            # the persistent kernel (FLAMIA_GLUON_DKDV8=...,persistent) in each recipe's default
+            # schedule: within shared memory with K and V in two slots (mxfp8 167,560 B,
+            # nvfp4_fp8 182,856 B), the plain kernel's MMAs (each work item runs its steps),
+            # spills bounded: with triton 3.6 none for nvfp4_fp8 and 184 B for mxfp8 (10 stores
+            # per dS step: the work item's values kept across its step loop), 240 B with 3.9
+            # (the plain kernel's 3.9 spills 240 B too)
+            recipe = config.split(":")[0]
+            block, plain = kernels[f"dkdv8 {config}"], kernels[f"dkdv8 {recipe}"]
+            assert int(re.search(r"shared (\d+) B", block).group(1)) <= 227 * 1024, out
+            mmas = r"HGMMA (\d+) QGMMA (\d+)"
+            assert re.search(mmas, block).groups() == re.search(mmas, plain).groups(), out
+            assert _spills_at_most(block, 0 if recipe == "nvfp4_fp8" else 400), out
 
 
 def test_gluon_dkdv_lse_tma_compiles_for_sm90():
